@@ -1,0 +1,30 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   install into .venv and run the main job (infercast demo)
+#   make test   install into .venv and run ruff + the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install test lint demo clean
+
+# Reinstall only when the project metadata or the pins change: the second run is a no-op.
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[zoo,test]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+test: lint
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/infercast demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

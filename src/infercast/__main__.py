@@ -1,0 +1,3 @@
+from infercast.cli import main
+
+main()

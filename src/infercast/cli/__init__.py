@@ -1,0 +1,80 @@
+"""The ``infercast`` command line: a thin layer over the Python API.
+
+Every command has ``--json``. Errors a user can fix print one line on stderr and exit with code 2;
+``--debug`` (before the command) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from infercast.errors import InfercastError
+
+app = typer.Typer(
+    name="infercast",
+    help="Predict what a CNN costs to run (latency, energy, peak memory) before deploying it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+# Outside a terminal rich would wrap tables at 80 columns; COLUMNS or 160 reads better in logs.
+_width = shutil.get_terminal_size((160, 24)).columns
+console = Console(width=_width)
+err_console = Console(stderr=True, width=_width)
+_state = {"debug": False}
+T = TypeVar("T")
+
+MODEL_HELP = "pytorchcv:NAME, timm:NAME, torchvision:NAME, path/to/model.onnx or path/to/file.py:factory"
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+) -> None:
+    _state["debug"] = debug
+
+
+def run_guarded(action: Callable[[], T]) -> T:
+    """Run a command body; a user error becomes one line on stderr and exit code 2."""
+    try:
+        return action()
+    except (InfercastError, ValueError) as error:
+        if _state["debug"]:
+            raise
+        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def human_count(value: float, unit: str = "") -> str:
+    for threshold, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= threshold:
+            return f"{value / threshold:.2f} {suffix}{unit}"
+    return f"{value:.0f} {unit}".rstrip()
+
+
+def human_bytes(value: float) -> str:
+    return human_count(value, "B")
+
+
+# Commands register themselves on ``app`` when their module is imported.
+from infercast.cli import demo as _demo  # noqa: E402, F401
+from infercast.cli import inspect as _inspect  # noqa: E402, F401
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["Table", "app", "console", "human_bytes", "human_count", "main", "print_json", "run_guarded"]

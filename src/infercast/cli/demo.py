@@ -1,0 +1,77 @@
+"""``infercast demo``: the main job, run on the embedded default (local CPU, no services)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import typer
+from rich.progress import Progress
+
+from infercast.cli import Table, app, console, human_bytes, human_count, print_json, run_guarded
+
+DEMO_MODELS = ("pytorchcv:resnet18", "pytorchcv:mobilenetv2_w1", "pytorchcv:efficientnet_b0")
+FALLBACK_MODELS = ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvision:efficientnet_b0")
+
+
+@app.command()
+def demo(as_json: bool = typer.Option(False, "--json", help="print the results as JSON")) -> None:
+    """Inspect three zoo CNNs: operator graphs, FLOPs, parameters and peak activation memory.
+
+    Only the model-graph stage exists so far; measurement, prediction, screening and the report
+    join this command as they land.
+    """
+    from infercast.features import describe
+    from infercast.graph import capture
+    from infercast.models import load_model, zoo
+
+    models = DEMO_MODELS if zoo.available("pytorchcv") else FALLBACK_MODELS
+
+    def body() -> list[dict[str, Any]]:
+        rows = []
+        with Progress(console=console, transient=True, disable=as_json) as progress:
+            task = progress.add_task("capturing operator graphs", total=len(models))
+            for spec in models:
+                started = time.perf_counter()
+                loaded = load_model(spec)
+                doc = describe(capture(loaded), loaded.source)
+                doc["capture_seconds"] = round(time.perf_counter() - started, 3)
+                doc.pop("nodes")
+                rows.append(doc)
+                progress.advance(task)
+        return rows
+
+    rows = run_guarded(body)
+    if as_json:
+        print_json({"stage": "graph", "models": rows})
+        return
+    table = Table(
+        title="infercast demo: analytic costs of three CNNs (input 1x3x224x224, CPU, no weights downloaded)"
+    )
+    for column in (
+        "model",
+        "params",
+        "FLOPs",
+        "weights",
+        "peak activations",
+        "depth",
+        "captured with",
+        "seconds",
+    ):
+        table.add_column(column, justify="left" if column in ("model", "captured with") else "right")
+    for doc in rows:
+        table.add_row(
+            doc["model"],
+            f"{doc['params']:,}",
+            human_count(doc["flops"]),
+            human_bytes(doc["weight_bytes"]),
+            human_bytes(doc["peak_activation_bytes"]),
+            f"{doc['features']['depth']:.0f}",
+            doc["capture"],
+            f"{doc['capture_seconds']:.2f}",
+        )
+    console.print(table)
+    console.print(
+        "Only the model-graph stage is built so far: no latency, energy or memory has been measured or "
+        "predicted by this run. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/]."
+    )

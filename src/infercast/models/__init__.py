@@ -1,0 +1,105 @@
+"""One model-string syntax and one loader, used by every command.
+
+=================================  ==================================================
+``pytorchcv:resnet18``             a pytorchcv zoo model (``pretrained=False``)
+``timm:mobilenetv3_large_100``     a timm model (``pretrained=False``)
+``torchvision:mobilenet_v2``       a torchvision model (``weights=None``)
+``path/to/model.onnx``             an ONNX file
+``path/to/file.py:factory``        a function in a Python file that returns an ``nn.Module``
+=================================  ==================================================
+
+A ``torch.nn.Module`` object is accepted as is. Nothing downloads weights: costs depend on the
+architecture, not on trained values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from infercast.errors import InputShapeError, ModelLoadError
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+ZOOS = ("pytorchcv", "timm", "torchvision")
+DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to capture or run: exactly one of ``module`` / ``onnx`` is set."""
+
+    name: str
+    source: str  # "pytorchcv", "timm", "torchvision", "onnx", "python", "module"
+    input_shape: tuple[int, ...]
+    module: torch.nn.Module | None = None
+    onnx: onnx.ModelProto | None = None
+    path: str | None = None
+
+
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """``"1x3x224x224"`` (also ``,`` or spaces as separators) → ``(1, 3, 224, 224)``."""
+    parts = [p for p in re.split(r"[x×,\s]+", text.strip().lower()) if p]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InputShapeError(f"input shape {text!r} is not a list of integers such as 1x3x224x224") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise InputShapeError(f"input shape {text!r} must have positive dimensions, e.g. 1x3x224x224")
+    return shape
+
+
+def load_model(
+    model: Any,
+    input_shape: tuple[int, ...] | str | None = None,
+    batch_size: int | None = None,
+) -> LoadedModel:
+    """Load a model string (or wrap a module) with its input shape.
+
+    The input shape is ``input_shape`` if given, else the model's own default (zoo metadata, the
+    ONNX file's declared input, or 1×3×224×224). ``batch_size`` overrides its first dimension.
+    """
+    if isinstance(input_shape, str):
+        input_shape = parse_input_shape(input_shape)
+    if batch_size is not None and batch_size <= 0:
+        raise InputShapeError(f"batch size must be positive, got {batch_size}")
+
+    loaded = _load(model, input_shape)
+    shape = tuple(input_shape) if input_shape is not None else loaded.input_shape
+    if batch_size is not None:
+        shape = (batch_size, *shape[1:])
+    loaded.input_shape = shape
+    return loaded
+
+
+def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        return LoadedModel(
+            type(model).__name__, "module", input_shape or DEFAULT_IMAGE_SHAPE, module=model.eval()
+        )
+    if not isinstance(model, str) or not model.strip():
+        raise ModelLoadError(f"expected a model string or torch.nn.Module, got {model!r}")
+    spec = model.strip()
+    prefix, _, rest = spec.partition(":")
+    if prefix in ZOOS:
+        from infercast.models import zoo
+
+        return zoo.load(prefix, rest, input_shape)
+    if spec.lower().endswith(".onnx"):
+        from infercast.models import files
+
+        return files.load_onnx_file(spec, input_shape)
+    if re.match(r"^.+\.py:[A-Za-z_]\w*$", spec):
+        from infercast.models import files
+
+        path, _, factory = spec.rpartition(":")
+        return files.load_python_factory(path, factory, input_shape)
+    raise ModelLoadError(
+        f"cannot read model string {spec!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
+        "path/to/model.onnx or path/to/file.py:factory"
+    )

@@ -1,0 +1,68 @@
+"""Models from files: an ONNX file, or a factory function in a Python file."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+from infercast.errors import ModelLoadError
+from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
+
+
+def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    import onnx
+
+    from infercast.graph.onnx_capture import default_input_shape
+
+    file = Path(path)
+    if not file.is_file():
+        raise ModelLoadError(f"ONNX file not found: {path}")
+    try:
+        model = onnx.load(str(file))
+        onnx.checker.check_model(model)
+    except Exception as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ModelLoadError(f"{path} is not a valid ONNX model ({type(error).__name__}: {first})") from error
+    if input_shape is None:
+        declared = default_input_shape(model)
+        # a symbolic leading dimension is the batch: take 1; any other must be given
+        filled = tuple(1 if (d is None and i == 0) else d for i, d in enumerate(declared))
+        if any(d is None for d in filled):
+            raise ModelLoadError(
+                f"{path} declares a symbolic input dimension ({declared}); "
+                "pass --input-shape, e.g. 1x3x224x224"
+            )
+        input_shape = tuple(int(d) for d in filled if d is not None)
+    return LoadedModel(file.name, "onnx", input_shape, onnx=model, path=str(file))
+
+
+def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    file = Path(path)
+    if not file.is_file():
+        raise ModelLoadError(f"Python file not found: {path}")
+    module_name = f"infercast_user_{file.stem}_{abs(hash(file.resolve()))}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ModelLoadError(f"cannot import {path} as Python")
+    user = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = user
+    try:
+        spec.loader.exec_module(user)
+    except Exception as error:
+        raise ModelLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
+    function = getattr(user, factory, None)
+    if not callable(function):
+        raise ModelLoadError(f"{path} has no function {factory!r}")
+    try:
+        module = function()
+    except Exception as error:
+        raise ModelLoadError(f"{path}:{factory}() raised {type(error).__name__}: {error}") from error
+    if not isinstance(module, torch.nn.Module):
+        raise ModelLoadError(f"{path}:{factory}() returned {type(module).__name__}, not a torch.nn.Module")
+    shape = input_shape or tuple(
+        getattr(function, "input_shape", getattr(module, "input_shape", DEFAULT_IMAGE_SHAPE))
+    )
+    return LoadedModel(f"{file.name}:{factory}", "python", shape, module=module.eval(), path=str(file))

@@ -1,0 +1,86 @@
+"""Model zoos: pytorchcv, timm and torchvision, always built without pretrained weights."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from collections.abc import Callable
+
+import torch
+
+from infercast.compat import import_torchvision
+from infercast.errors import ModelLoadError
+from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
+
+_PACKAGES = {"pytorchcv": "pytorchcv", "timm": "timm", "torchvision": "torchvision"}
+
+
+def available(zoo: str) -> bool:
+    return importlib.util.find_spec(_PACKAGES[zoo]) is not None
+
+
+def names(zoo: str) -> list[str]:
+    """Every model name the zoo can build."""
+    _require(zoo)
+    if zoo == "pytorchcv":
+        import_torchvision()
+        from pytorchcv.model_provider import _models
+
+        return sorted(_models)
+    if zoo == "timm":
+        import_torchvision()
+        import timm
+
+        return sorted(timm.list_models())
+    return sorted(import_torchvision().models.list_models(module=import_torchvision().models))
+
+
+def load(zoo: str, name: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    if not name:
+        raise ModelLoadError(f"model string {zoo}: needs a model name, e.g. {zoo}:resnet18")
+    known = names(zoo)
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+        hint = (
+            f"; did you mean {', '.join(close)}?" if close else f" ({len(known)} names; see the zoo's docs)"
+        )
+        raise ModelLoadError(f"unknown {zoo} model {name!r}{hint}")
+    builder: Callable[[str], tuple[torch.nn.Module, tuple[int, ...]]] = {
+        "pytorchcv": _pytorchcv,
+        "timm": _timm,
+        "torchvision": _torchvision,
+    }[zoo]
+    try:
+        module, default_shape = builder(name)
+    except Exception as error:
+        raise ModelLoadError(f"{zoo}:{name} failed to build: {type(error).__name__}: {error}") from error
+    return LoadedModel(f"{zoo}:{name}", zoo, input_shape or default_shape, module=module.eval())
+
+
+def _require(zoo: str) -> None:
+    if not available(zoo):
+        raise ModelLoadError(f"{zoo} is not installed: pip install 'infercast[zoo]' (or pip install {zoo})")
+
+
+def _pytorchcv(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    from pytorchcv.model_provider import get_model
+
+    module = get_model(name, pretrained=False)
+    size = tuple(getattr(module, "in_size", DEFAULT_IMAGE_SHAPE[2:]))
+    return module, (1, int(getattr(module, "in_channels", 3)), *size)
+
+
+def _timm(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    import timm
+
+    module = timm.create_model(name, pretrained=False)
+    size = tuple(module.pretrained_cfg.get("input_size", DEFAULT_IMAGE_SHAPE[1:]))
+    return module, (1, *size)
+
+
+def _torchvision(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    models = import_torchvision().models
+    module = models.get_model(name, weights=None)
+    # torchvision's classification builders take 224 px except the Inception family
+    side = 299 if name.startswith("inception") else 224
+    return module, (1, 3, side, side)

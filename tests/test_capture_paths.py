@@ -1,0 +1,137 @@
+"""Capture paths: torch.fx, the torch.export fallback, and ONNX agree on the same network."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from infercast import capture, load_model
+from infercast.errors import CaptureError, InputShapeError
+
+from .conftest import onnx_export, requires_pytorchcv
+from .test_graph_zoo import matmul_flops, reference_flops
+
+
+class ShapeBranching(nn.Module):
+    """Python control flow on a shape: torch.fx cannot trace it, torch.export can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.small = nn.Conv2d(3, 8, 3, padding=1)
+        self.large = nn.Conv2d(3, 8, 5, stride=2, padding=2)
+        self.bn = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.large(x) if x.shape[-1] > 16 else self.small(x)
+        y = torch.relu(self.bn(y))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+def test_fx_failure_falls_back_to_export() -> None:
+    model = ShapeBranching().eval()
+    with pytest.raises(torch.fx.proxy.TraceError):
+        torch.fx.symbolic_trace(model)
+    graph = capture(model, (2, 3, 32, 32))
+    assert graph.capture == "torch.export"
+    assert [n.kind for n in graph.nodes] == ["conv", "bn", "relu", "global_pool", "reshape", "linear"]
+    # only the branch taken is in the graph: the 5x5 conv ran, the 3x3 one did not
+    assert graph.nodes[0].attrs["kernel"] == (5, 5) and graph.nodes[0].attrs["stride"] == (2, 2)
+    used = sum(p.numel() for name, p in model.named_parameters() if not name.startswith("small"))
+    assert graph.params == used
+    assert matmul_flops(graph) == reference_flops(model, (2, 3, 32, 32))
+
+
+def test_fx_and_export_paths_agree() -> None:
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.BatchNorm2d(16),
+        nn.Hardswish(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=16),
+        nn.ReLU6(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 1, groups=4),
+        nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 5),
+    ).eval()
+    fx = capture(model, (1, 3, 32, 32))
+    from infercast.graph.torch_capture import _capture_export
+
+    exported = _capture_export(model, torch.empty(1, 3, 32, 32), "m", RuntimeError("forced"))
+    assert fx.capture == "torch.fx" and exported.capture == "torch.export"
+    assert fx.totals() == exported.totals()
+    assert (
+        [n.kind for n in fx.nodes]
+        == [n.kind for n in exported.nodes]
+        == [
+            "conv",
+            "bn",
+            "hardswish",
+            "dwconv",
+            "relu6",
+            "max_pool",
+            "gconv",
+            "swish",
+            "global_pool",
+            "reshape",
+            "linear",
+        ]
+    )
+
+
+def test_sigmoid_times_input_is_one_swish() -> None:
+    class Gate(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * torch.sigmoid(x)
+
+    graph = capture(Gate(), (1, 4, 8, 8))
+    assert [n.kind for n in graph.nodes] == ["swish"]
+    assert graph.flops == 4 * 8 * 8
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["resnet18", "mobilenetv3_large_w1", "efficientnet_b0", "shufflenetv2_w1", "densenet121", "ghostnet"],
+)
+@requires_pytorchcv
+def test_pytorch_and_onnx_export_give_identical_totals(name: str, tmp_path) -> None:
+    loaded = load_model(f"pytorchcv:{name}")
+    path = onnx_export(loaded.module, loaded.input_shape, str(tmp_path / f"{name}.onnx"))
+    from_torch, from_onnx = capture(loaded), capture(load_model(path))
+    assert from_onnx.capture == "onnx"
+    assert from_torch.totals() == from_onnx.totals()
+
+
+@requires_pytorchcv
+def test_dynamo_exporter_gives_identical_totals(tmp_path) -> None:
+    loaded = load_model("pytorchcv:mobilenetv3_small_w1")
+    path = onnx_export(loaded.module, loaded.input_shape, str(tmp_path / "m.onnx"), dynamo=True)
+    assert capture(loaded).totals() == capture(load_model(path)).totals()
+
+
+def test_folded_onnx_export_counts_what_the_file_holds(tmp_path) -> None:
+    """Exporters fold BatchNorm into Conv by default: the ONNX file then really has fewer weights."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    path = str(tmp_path / "folded.onnx")
+    torch.onnx.export(model, (torch.randn(1, 3, 16, 16),), path, dynamo=False)
+    graph = capture(load_model(path))
+    assert [n.kind for n in graph.nodes] == ["conv", "relu"]
+    assert graph.params == 8 * 3 * 9 + 8
+
+
+def test_wrong_rank_is_a_clear_error() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+    with pytest.raises(CaptureError, match=r"input shape 3x32x32 \(rank 3\)"):
+        capture(model, (3, 32, 32))
+
+
+def test_onnx_rank_and_fixed_axes_are_checked(tmp_path) -> None:
+    path = str(tmp_path / "fixed.onnx")
+    torch.onnx.export(nn.Conv2d(3, 4, 3).eval(), (torch.randn(1, 3, 8, 8),), path, dynamo=False)
+    with pytest.raises(InputShapeError, match="rank 3"):
+        capture(load_model(path, "3x8x8"))
+    with pytest.raises(InputShapeError, match="axis 1 is fixed to 3"):
+        capture(load_model(path, "1x5x8x8"))

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from torch import nn
+
+from infercast import capture, features
+from infercast.features import FEATURE_DOCS, FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from infercast.graph import OP_GROUPS
+
+
+def small_net() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=16),
+        nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    ).eval()
+
+
+def test_schema_is_documented_and_versioned() -> None:
+    assert FEATURE_SCHEMA_VERSION == 1
+    assert list(FEATURE_NAMES) == list(FEATURE_DOCS)
+    for group in OP_GROUPS:
+        assert f"count_{group}" in FEATURE_NAMES and f"flops_share_{group}" in FEATURE_NAMES
+
+
+def test_feature_values() -> None:
+    graph = capture(small_net(), (2, 3, 32, 32))
+    values = features(graph)
+    assert list(values) == list(FEATURE_NAMES)
+    assert (values["batch"], values["in_channels"], values["in_h"], values["in_w"]) == (2, 3, 32, 32)
+    assert values["flops"] == graph.flops and values["params"] == graph.params
+    assert values["depth"] == 3  # conv, dwconv, linear
+    assert values["max_channels"] == 16
+    assert values["count_dwconv"] == 1 and values["count_pool_max"] == 1 and values["count_act"] == 1
+    assert values["n_ops"] == 7  # flatten is a view
+    shares = sum(values[f"flops_share_{g}"] for g in OP_GROUPS)
+    assert shares == pytest.approx(1.0)
+    expected = graph.flops / (graph.weight_bytes + graph.activation_bytes)
+    assert math.isclose(values["arithmetic_intensity"], expected)
