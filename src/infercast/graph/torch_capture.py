@@ -31,7 +31,10 @@ _KEYWORDS = {"kernel": "kernel_size"}
 
 def capture_module(module: torch.nn.Module, input_shape: tuple[int, ...], name: str = "") -> Graph:
     module = module.eval()
-    example = torch.empty(input_shape, dtype=_input_dtype(module))
+    first = next(iter(module.parameters()), None)
+    # a module built on the meta device (no weight memory) is captured on meta tensors too
+    device = first.device if first is not None and first.device.type == "meta" else "cpu"
+    example = torch.empty(input_shape, dtype=_input_dtype(module), device=device)
     try:
         traced = torch.fx.symbolic_trace(module)
     except Exception as fx_error:

@@ -6,6 +6,7 @@
 ``torchvision:mobilenet_v2``       a torchvision model (``weights=None``)
 ``path/to/model.onnx``             an ONNX file
 ``path/to/file.py:factory``        a function in a Python file that returns an ``nn.Module``
+``space:carb-resnet?depth=18&…``   one configuration of a design space (``infercast.space``)
 =================================  ==================================================
 
 A ``torch.nn.Module`` object is accepted as is. Nothing downloads weights: costs depend on the
@@ -33,7 +34,7 @@ class LoadedModel:
     """A model ready to capture or run: exactly one of ``module`` / ``onnx`` is set."""
 
     name: str
-    source: str  # "pytorchcv", "timm", "torchvision", "onnx", "python", "module"
+    source: str  # "pytorchcv", "timm", "torchvision", "onnx", "python", "space", "module"
     input_shape: tuple[int, ...]
     module: torch.nn.Module | None = None
     onnx: onnx.ModelProto | None = None
@@ -86,6 +87,14 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
         raise ModelLoadError(f"expected a model string or torch.nn.Module, got {model!r}")
     spec = model.strip()
     prefix, _, rest = spec.partition(":")
+    if prefix == "space":
+        from infercast.space import parse_model_string
+
+        space, config = parse_model_string(spec)
+        canonical = space.canonical(config)
+        return LoadedModel(
+            canonical, "space", input_shape or space.input_shape(config), module=space.build(config)
+        )
     if prefix in ZOOS:
         from infercast.models import zoo
 
@@ -101,5 +110,5 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
         return files.load_python_factory(path, factory, input_shape)
     raise ModelLoadError(
         f"cannot read model string {spec!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
-        "path/to/model.onnx or path/to/file.py:factory"
+        "path/to/model.onnx, path/to/file.py:factory or space:NAME?key=value&..."
     )

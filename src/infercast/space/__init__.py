@@ -1,0 +1,37 @@
+"""Design spaces: declarative families of networks, sampled, built and featurised in closed form.
+
+``get(name)`` returns a :class:`Space`; ``parse_model_string("space:NAME?k=v&…")`` its config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infercast.space.base import Param, Space, SpaceError
+from infercast.space.carb_resnet import CarbResNet
+
+_SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet,)}
+
+__all__ = ["Param", "Space", "SpaceError", "get", "names", "parse_model_string"]
+
+
+def names() -> list[str]:
+    return sorted(_SPACES)
+
+
+def get(name: str) -> Space:
+    if name not in _SPACES:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(_SPACES), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; spaces: {', '.join(names())}"
+        raise SpaceError(f"unknown design space {name!r}{hint}")
+    return _SPACES[name]()
+
+
+def parse_model_string(spec: str) -> tuple[Space, dict[str, Any]]:
+    """``space:NAME?key=value&…`` → (space, validated config)."""
+    body = spec.removeprefix("space:")
+    name, _, query = body.partition("?")
+    space = get(name)
+    return space, space.parse(query)

@@ -1,0 +1,220 @@
+"""What every design space shares: declared parameters, validation, canonical strings, stable ids,
+sampling, and the contract between ``build`` (module → graph → features) and ``features`` (closed
+form, vectorised)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+import numpy as np
+import pandas as pd
+
+from infercast.errors import InfercastError
+
+
+class SpaceError(InfercastError):
+    """A configuration outside its space, or a malformed space definition."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter: a finite, ordered list of allowed values.
+
+    Ranges are declared as choices on a grid (``Param.grid``) so every space is finite, every
+    configuration has one canonical spelling, and sampling can be stratified over the values.
+    """
+
+    name: str
+    choices: tuple[Any, ...]
+    help: str = ""
+    describe: str = ""  # how the allowed values are shown in errors, e.g. "even integers 8–200"
+    default: Any = None  # used where a model string leaves the key out; None: the first choice
+
+    @classmethod
+    def grid(
+        cls, name: str, low: float, high: float, step: float, help: str = "", default: Any = None
+    ) -> Param:
+        count = round((high - low) / step) + 1
+        values = tuple(round(low + i * step, 10) for i in range(count))
+        if all(float(v).is_integer() for v in (low, high, step)):
+            values = tuple(int(v) for v in values)
+        return cls(name, values, help, f"{low:g}–{high:g} in steps of {step:g}", default)
+
+    @property
+    def fallback(self) -> Any:
+        return self.choices[0] if self.default is None else self.default
+
+    @property
+    def allowed(self) -> str:
+        if self.describe:
+            return self.describe
+        return ", ".join(spell(v) for v in self.choices)
+
+    def coerce(self, raw: Any) -> Any:
+        """Parse ``raw`` (a string from a model string, or a Python value) into an allowed value."""
+        kind = type(self.choices[0])
+        try:
+            if kind is bool:
+                value: Any = _parse_bool(raw)
+            elif kind is int:
+                value = int(raw) if float(raw).is_integer() else float(raw)
+            elif kind is float:
+                value = float(raw)
+            else:
+                value = str(raw)
+        except (TypeError, ValueError):
+            raise SpaceError(f"{self.name}={raw!r} is not a valid value; allowed: {self.allowed}") from None
+        for choice in self.choices:
+            if value == choice or (kind is float and math.isclose(value, choice, abs_tol=1e-9)):
+                return choice
+        raise SpaceError(f"{self.name}={spell(raw)} is outside the space; allowed: {self.allowed}")
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool | np.bool_):
+        return bool(raw)
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
+def spell(value: Any) -> str:
+    if isinstance(value, bool | np.bool_):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class Space(ABC):
+    """A family of networks. Subclasses declare ``name``, ``params`` and implement the builders."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+
+    # --- configurations ---------------------------------------------------------------------
+    def param(self, key: str) -> Param:
+        for p in self.params:
+            if p.name == key:
+                return p
+        known = ", ".join(p.name for p in self.params)
+        raise SpaceError(f"unknown key {key!r} for space {self.name}; keys: {known}")
+
+    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Check every key and value, fill left-out keys with their defaults; canonical types."""
+        clean = {p.name: p.fallback for p in self.params}
+        for key, raw in config.items():
+            clean[key] = self.param(key).coerce(raw)
+        self.check(clean)
+        return {p.name: clean[p.name] for p in self.params}
+
+    def check(self, config: dict[str, Any]) -> None:
+        """Constraints between parameters; raise :class:`SpaceError` naming the key."""
+        return  # most spaces have no cross-parameter constraint
+
+    def canonical(self, config: dict[str, Any]) -> str:
+        config = self.validate(config)
+        query = "&".join(f"{key}={spell(config[key])}" for key in sorted(config))
+        return f"space:{self.name}?{query}"
+
+    def config_id(self, config: dict[str, Any]) -> str:
+        """Stable id: a hash of the canonical string (independent of key order and spelling)."""
+        return hashlib.sha1(self.canonical(config).encode()).hexdigest()[:16]
+
+    def parse(self, query: str) -> dict[str, Any]:
+        """``key=value&…`` → a validated config."""
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+        seen: dict[str, str] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise SpaceError(f"key {key!r} given twice in {query!r}")
+            seen[key] = value
+        return self.validate(seen)
+
+    # --- enumeration and sampling -----------------------------------------------------------
+    def size(self) -> int:
+        """Number of configurations (respecting constraints)."""
+        return sum(1 for _ in self.enumerate())
+
+    def enumerate(self) -> Iterator[dict[str, Any]]:
+        names = [p.name for p in self.params]
+        for values in itertools.product(*(p.choices for p in self.params)):
+            config = dict(zip(names, values, strict=True))
+            try:
+                self.check(config)
+            except SpaceError:
+                continue
+            yield config
+
+    def sample(self, n: int, seed: int = 0, stratified: bool = False) -> pd.DataFrame:
+        """``n`` configurations as a DataFrame (one row each, plus ``id`` and ``model`` columns).
+
+        Uniform: every parameter drawn independently, constraint violations redrawn.
+        Stratified: every parameter's values are cycled through in shuffled order, so each value
+        appears ``n / len(choices)`` times (±1) — the even coverage a profiling campaign wants.
+        """
+        if n < 0:
+            raise SpaceError(f"n must be non-negative, got {n}")
+        rng = np.random.default_rng(seed)
+        columns = self.draw(rng, n, stratified)
+        frame = pd.DataFrame(columns)
+        frame = self.repair(frame, rng)
+        return self.with_ids(frame)
+
+    def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
+        columns: dict[str, np.ndarray] = {}
+        for p in self.params:
+            values = np.asarray(p.choices, dtype=object if isinstance(p.choices[0], str) else None)
+            if stratified:
+                index = np.resize(np.arange(len(values)), n)
+                rng.shuffle(index)
+            else:
+                index = rng.integers(0, len(values), n)
+            columns[p.name] = values[index]
+        return columns
+
+    def repair(self, frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+        """Make sampled rows satisfy ``check``; spaces with constraints override this."""
+        return frame
+
+    def with_ids(self, frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.reset_index(drop=True)
+        keys = sorted(p.name for p in self.params)
+        spelled = [frame[k].map(spell) for k in keys]
+        query = spelled[0].radd(f"{keys[0]}=")
+        for key, column in zip(keys[1:], spelled[1:], strict=True):
+            query = query + f"&{key}=" + column
+        frame["model"] = f"space:{self.name}?" + query
+        frame["id"] = [hashlib.sha1(m.encode()).hexdigest()[:16] for m in frame["model"]]
+        return frame
+
+    # --- networks ----------------------------------------------------------------------------
+    @abstractmethod
+    def build(self, config: dict[str, Any], device: str = "cpu") -> Any:
+        """The ``torch.nn.Module`` of one configuration (in eval mode, at its precision).
+
+        ``device="meta"`` builds it without allocating or initialising weights: enough to capture
+        its graph, and instant even for a 4×-wide ResNet-200.
+        """
+
+    @abstractmethod
+    def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
+        """The input the network takes (batch included)."""
+
+    @abstractmethod
+    def features(self, configs: pd.DataFrame | dict[str, Sequence[Any]]) -> pd.DataFrame:
+        """The feature vector of every configuration, in closed form, without building modules.
+
+        Columns are ``infercast.features.FEATURE_NAMES``; values equal ``features(capture(build(c)))``.
+        """
