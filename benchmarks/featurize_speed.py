@@ -1,4 +1,7 @@
-"""Closed-form featurisation speed of carb-resnet vs the per-model route (build + graph capture).
+"""Closed-form featurisation speed of the design spaces vs the per-model route (build + capture).
+
+carb-resnet is the screening space (target: >= 10^6 configs/s on one core); mobile-nas and nb201
+are measured on --n-other configurations.
 
 Run: .venv/bin/python benchmarks/featurize_speed.py [--n 1000000] [--repeats 5]
 Appends its result to benchmarks/RESULTS.md.
@@ -26,6 +29,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--per-model", type=int, default=20, help="configs built + captured one by one")
+    parser.add_argument("--n-other", type=int, default=100_000, help="configs for mobile-nas and nb201")
     args = parser.parse_args()
 
     space = get("carb-resnet")
@@ -46,18 +50,30 @@ def main() -> None:
         features(capture(space.build(config, device="meta"), space.input_shape(config)))
     per_model = (time.perf_counter() - start) / len(sample)
 
+    others = []
+    for name in ("mobile-nas", "nb201"):
+        other = get(name)
+        configs = other.sample(args.n_other, seed=0)
+        start = time.perf_counter()
+        other.features(configs)
+        others.append((name, time.perf_counter() - start))
+
     lines = [
         f"\n## carb-resnet featurisation ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n",
         f"Command: `.venv/bin/python benchmarks/featurize_speed.py --n {args.n} --repeats {args.repeats} "
-        f"--per-model {args.per_model}`  ",
+        f"--per-model {args.per_model} --n-other {args.n_other}`  ",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, numpy {np.__version__}, OMP_NUM_THREADS=1\n",
-        "| route | configs | seconds | configs / s |",
+        "| route (carb-resnet unless named) | configs | seconds | configs / s |",
         "|---|---|---|---|",
         f"| closed form, best of {args.repeats} | {args.n:,} | {best:.3f} | {args.n / best:,.0f} |",
         f"| closed form, median of {args.repeats} | {args.n:,} | {median:.3f} | {args.n / median:,.0f} |",
         f"| build (meta device) + torch.fx capture + features | {len(sample)} "
         f"| {per_model * len(sample):.2f} | {1 / per_model:,.1f} |",
+        *(
+            f"| {name}: closed form, one run | {args.n_other:,} | {secs:.3f} | {args.n_other / secs:,.0f} |"
+            for name, secs in others
+        ),
         f"\nClosed form / per-model speed-up: {per_model / (median / args.n):,.0f}x (median).\n",
     ]
     text = "\n".join(lines)

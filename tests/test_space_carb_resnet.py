@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from infercast import capture, features, load_model
-from infercast.features import FEATURE_NAMES
+from infercast import capture, load_model
 from infercast.space import SpaceError, get
 from infercast.space.carb_resnet import layout
+
+from .space_parity import assert_closed_form_matches_capture
 
 
 @pytest.fixture(scope="module")
@@ -67,24 +67,7 @@ def test_stratified_sampling_covers_every_value_evenly(space) -> None:
 
 
 def test_closed_form_equals_build_and_capture(space) -> None:
-    """Params and FLOPs exactly, memory within 1 %, on 200 random configs (all columns in fact)."""
-    frame = space.sample(200, seed=7)
-    vectorised = space.features(frame)
-    names = [p.name for p in space.params]
-    for index, row in frame.iterrows():
-        config = {k: row[k] for k in names}
-        graph = capture(space.build(config, device="meta"), space.input_shape(config))
-        reference = features(graph)
-        assert vectorised.loc[index, "params"] == graph.params, row["model"]
-        assert vectorised.loc[index, "flops"] == graph.flops, row["model"]
-        for name in ("activation_bytes", "peak_activation_bytes"):
-            assert vectorised.loc[index, name] == pytest.approx(reference[name], rel=0.01), (
-                row["model"],
-                name,
-            )
-        got = vectorised.loc[index, list(FEATURE_NAMES)].to_numpy(dtype=float)
-        want = np.array([reference[n] for n in FEATURE_NAMES])
-        np.testing.assert_allclose(got, want, rtol=1e-9, err_msg=row["model"])
+    assert_closed_form_matches_capture(space, n=200, seed=7)
 
 
 def test_features_reject_configs_outside_the_space(space) -> None:

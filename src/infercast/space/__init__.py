@@ -9,8 +9,10 @@ from typing import Any
 
 from infercast.space.base import Param, Space, SpaceError
 from infercast.space.carb_resnet import CarbResNet
+from infercast.space.mobile_nas import MobileNAS
+from infercast.space.nb201 import NB201
 
-_SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet,)}
+_SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet, MobileNAS, NB201)}
 
 __all__ = ["Param", "Space", "SpaceError", "get", "names", "parse_model_string"]
 
@@ -20,6 +22,11 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Space:
+    """A built-in space by name, or a user space from a ``.yaml`` / ``.yml`` file."""
+    if name.endswith((".yaml", ".yml")):
+        from infercast.space.user import load_user_space
+
+        return load_user_space(name)
     if name not in _SPACES:
         import difflib
 

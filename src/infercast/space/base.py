@@ -4,6 +4,7 @@ form, vectorised)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -11,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,10 @@ class Param:
             values = tuple(int(v) for v in values)
         return cls(name, values, help, f"{low:g}–{high:g} in steps of {step:g}", default)
 
+    @functools.cached_property
+    def _lookup(self) -> frozenset[Any]:
+        return frozenset(self.choices)
+
     @property
     def fallback(self) -> Any:
         return self.choices[0] if self.default is None else self.default
@@ -71,9 +76,13 @@ class Param:
                 value = str(raw)
         except (TypeError, ValueError):
             raise SpaceError(f"{self.name}={raw!r} is not a valid value; allowed: {self.allowed}") from None
-        for choice in self.choices:
-            if value == choice or (kind is float and math.isclose(value, choice, abs_tol=1e-9)):
-                return choice
+        if kind is str:
+            if value in self._lookup:
+                return value
+        else:
+            for choice in self.choices:
+                if value == choice or (kind is float and math.isclose(value, choice, abs_tol=1e-9)):
+                    return choice
         raise SpaceError(f"{self.name}={spell(raw)} is outside the space; allowed: {self.allowed}")
 
 
@@ -123,10 +132,19 @@ class Space(ABC):
         """Constraints between parameters; raise :class:`SpaceError` naming the key."""
         return  # most spaces have no cross-parameter constraint
 
+    @property
+    def string_name(self) -> str:
+        """The space named in model strings (a user space writes its family's)."""
+        return self.name
+
+    def valid_rows(self, frame: pd.DataFrame) -> np.ndarray:
+        """Vectorised ``check``: which sampled rows satisfy the cross-parameter constraints."""
+        return np.ones(len(frame), dtype=bool)
+
     def canonical(self, config: dict[str, Any]) -> str:
         config = self.validate(config)
         query = "&".join(f"{key}={spell(config[key])}" for key in sorted(config))
-        return f"space:{self.name}?{query}"
+        return f"space:{self.string_name}?{query}"
 
     def config_id(self, config: dict[str, Any]) -> str:
         """Stable id: a hash of the canonical string (independent of key order and spelling)."""
@@ -134,9 +152,13 @@ class Space(ABC):
 
     def parse(self, query: str) -> dict[str, Any]:
         """``key=value&…`` → a validated config."""
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+        # not parse_qsl: a "+" stays a "+" (NAS-Bench-201 cell strings are full of them)
+        pairs = [part.partition("=") for part in query.split("&") if part]
         seen: dict[str, str] = {}
-        for key, value in pairs:
+        for key, sep, value in pairs:
+            if not sep:
+                raise SpaceError(f"{key!r} in {query!r} has no value; write key=value")
+            key, value = unquote(key), unquote(value)
             if key in seen:
                 raise SpaceError(f"key {key!r} given twice in {query!r}")
             seen[key] = value
@@ -144,8 +166,12 @@ class Space(ABC):
 
     # --- enumeration and sampling -----------------------------------------------------------
     def size(self) -> int:
-        """Number of configurations (respecting constraints)."""
-        return sum(1 for _ in self.enumerate())
+        """Number of configurations (respecting constraints), counted without enumerating."""
+        return self.count(self.params)
+
+    def count(self, params: tuple[Param, ...]) -> int:
+        """How many configurations ``params`` allow; spaces with constraints count them their way."""
+        return math.prod(len(p.choices) for p in params)
 
     def enumerate(self) -> Iterator[dict[str, Any]]:
         names = [p.name for p in self.params]
@@ -167,10 +193,15 @@ class Space(ABC):
         if n < 0:
             raise SpaceError(f"n must be non-negative, got {n}")
         rng = np.random.default_rng(seed)
-        columns = self.draw(rng, n, stratified)
-        frame = pd.DataFrame(columns)
-        frame = self.repair(frame, rng)
-        return self.with_ids(frame)
+        frame = pd.DataFrame(self.draw(rng, n, stratified))
+        # rows breaking a cross-parameter constraint are drawn again (none in most spaces)
+        for _ in range(100):
+            valid = self.valid_rows(frame)
+            if valid.all():
+                return self.with_ids(frame)
+            redraw = pd.DataFrame(self.draw(rng, int((~valid).sum()), stratified))
+            frame = pd.concat([frame[valid], redraw], ignore_index=True)
+        raise SpaceError(f"sampling {self.name} found too few configurations that satisfy its constraints")
 
     def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
         columns: dict[str, np.ndarray] = {}
@@ -184,10 +215,6 @@ class Space(ABC):
             columns[p.name] = values[index]
         return columns
 
-    def repair(self, frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-        """Make sampled rows satisfy ``check``; spaces with constraints override this."""
-        return frame
-
     def with_ids(self, frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.reset_index(drop=True)
         keys = sorted(p.name for p in self.params)
@@ -195,7 +222,7 @@ class Space(ABC):
         query = spelled[0].radd(f"{keys[0]}=")
         for key, column in zip(keys[1:], spelled[1:], strict=True):
             query = query + f"&{key}=" + column
-        frame["model"] = f"space:{self.name}?" + query
+        frame["model"] = f"space:{self.string_name}?" + query
         frame["id"] = [hashlib.sha1(m.encode()).hexdigest()[:16] for m in frame["model"]]
         return frame
 

@@ -7,6 +7,7 @@ proportional to 3-4-6-3 elsewhere), width multiplier 0.1–4.0, early down-sampl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from torch import nn
 
 from infercast.features import FEATURE_NAMES
 from infercast.space.base import Param, Space, SpaceError
-from infercast.space.vector import Accumulator, as_columns, scale_rows
+from infercast.space.vector import Accumulator, as_columns, round_channels, scale_rows
 
 STAGE_CHANNELS = (64, 128, 256, 512)
 NUM_CLASSES = 1000
@@ -50,9 +51,7 @@ def layout(block: str, depth: int) -> tuple[int, int, int, int]:
     return tuple(int(c) for c in counts)  # type: ignore[return-value]
 
 
-def channels(base: Any, width: Any) -> Any:
-    """Stage width: base × width rounded to a multiple of 8 (at least 8). Works on arrays too."""
-    return np.maximum(8, np.floor((np.asarray(base) * width + 4) / 8) * 8)
+channels = round_channels
 
 
 def _valid_depths(block: str) -> list[int]:
@@ -166,6 +165,15 @@ class CarbResNet(Space):
                 f"depth={depth} does not fit block={block}: depth = 2 + {step}·blocks, so the nearest "
                 f"allowed depths are {', '.join(str(d) for d in (below, below + step) if 8 <= d <= 200)}"
             )
+
+    def count(self, params: tuple[Param, ...]) -> int:
+        by_name = {p.name: p.choices for p in params}
+        pairs = sum((d - 2) % CONVS_PER_BLOCK[b] == 0 for b in by_name["block"] for d in by_name["depth"])
+        return pairs * math.prod(len(c) for name, c in by_name.items() if name not in ("block", "depth"))
+
+    def valid_rows(self, frame: pd.DataFrame) -> np.ndarray:
+        step = np.where(frame["block"].to_numpy() == "bottleneck", 3, 2)
+        return (frame["depth"].to_numpy().astype(np.int64) - 2) % step == 0
 
     def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
         columns = super().draw(rng, n, stratified)

@@ -31,6 +31,11 @@ def as_columns(configs: pd.DataFrame | dict[str, Sequence[Any]], names: list[str
     return {n: np.asarray(configs[n]) for n in names}
 
 
+def round_channels(base: Any, width: Any) -> Any:
+    """base × width rounded to a multiple of 8, at least 8. Works on scalars and arrays alike."""
+    return np.maximum(8, np.floor((np.asarray(base) * width + 4) / 8) * 8)
+
+
 class Accumulator:
     def __init__(self, rows: int) -> None:
         zeros = lambda: np.zeros(rows)  # noqa: E731 - a fresh array per total
@@ -142,3 +147,98 @@ def scale_rows(unit: Array, inverse: Array, batch: Array, itemsize: Array) -> di
     moved = out["weight_bytes"] + out["activation_bytes"]
     out["arithmetic_intensity"] = np.where(moved > 0, out["flops"] / np.where(moved > 0, moved, 1.0), 0.0)
     return out
+
+
+class Block:
+    """Operator templates of one block of a network, in the built module's execution order.
+
+    Templates may be present in some rows only (``present``), alternatives included (one edge of
+    a cell being a conv in some rows and a pool in others). ``close`` computes, for every template,
+    the activation elements alive while it runs — tensors from their producer to their last
+    present reader (a view's readers keep its base alive), the block input from the start, the
+    outputs to the end — and hands the templates to the :class:`Accumulator`, ``mult`` times
+    (identical repeated blocks share one evaluation).
+    """
+
+    def __init__(self, rows: int, input_elements: Array) -> None:
+        self.rows = rows
+        ones = np.ones(rows)
+        # per tensor: size, producer index (-1: block input), last reader index, presence, base
+        self.size: list[Array] = [np.asarray(input_elements, dtype=np.float64)]
+        self.start: list[int] = [-1]
+        self.end: list[Array] = [np.full(rows, -1.0)]
+        self.present: list[Array] = [ones]
+        self.base: list[int] = [0]
+        self.templates: list[dict[str, Any]] = []
+
+    @property
+    def input(self) -> int:
+        return 0
+
+    def op(
+        self,
+        group: str | None,
+        inputs: Sequence[int],
+        out: Array | float,
+        flops: Array | float = 0.0,
+        present: Array | float = 1.0,
+        alias: bool = False,
+        **costs: Array,
+    ) -> int:
+        """Add one operator; ``group`` None with ``alias`` for views. Returns its output tensor."""
+        index = len(self.templates)
+        here = np.broadcast_to(np.asarray(present, dtype=np.float64), (self.rows,))
+        for tensor in inputs:
+            base = self.base[tensor]
+            reads = (here > 0) & (self.present[tensor] > 0)
+            self.end[base] = np.where(reads, np.maximum(self.end[base], index), self.end[base])
+        if alias:
+            self.size.append(np.zeros(self.rows))
+            self.base.append(self.base[inputs[0]])
+        else:
+            self.size.append(np.broadcast_to(np.asarray(out, dtype=np.float64), (self.rows,)))
+            self.base.append(len(self.size) - 1)
+        self.start.append(index)
+        self.end.append(np.where(here > 0, float(index), -1.0))
+        self.present.append(here)
+        self.templates.append({"group": group, "out": out, "flops": flops, "present": here, "costs": costs})
+        return len(self.size) - 1
+
+    def close(self, acc: Accumulator, outputs: Sequence[int], mult: Array | float = 1.0) -> None:
+        last = float(len(self.templates))
+        for tensor in outputs:
+            self.end[self.base[tensor]] = np.full(self.rows, last)
+        for index, template in enumerate(self.templates):
+            if template["group"] is None:
+                continue  # a view allocates nothing, so nothing is more alive than one node before
+            live = np.zeros(self.rows)
+            for tensor, start in enumerate(self.start):
+                if start <= index and self.base[tensor] == tensor:
+                    live += np.where(self.end[tensor] >= index, self.size[tensor] * self.present[tensor], 0.0)
+            acc.node(
+                template["group"],
+                flops=template["flops"],
+                out=template["out"],
+                live=live,
+                mult=template["present"] * mult,
+                **template["costs"],
+            )
+
+    # common templates ------------------------------------------------------------------------
+    def conv(
+        self,
+        x: int,
+        out: Array,
+        macs: Array,
+        params: Array,
+        channels: Array,
+        present: Any = 1.0,
+        group: str = "conv",
+    ) -> int:
+        return self.op(group, [x], out, 2 * macs, present, macs=macs, params=params, channels=channels)
+
+    def bn(self, x: int, out: Array, channels: Array, present: Any = 1.0) -> int:
+        return self.op("bn", [x], out, 2 * out, present, params=2 * channels, buffers=2 * channels)
+
+    def act(self, x: int, out: Array, present: Any = 1.0) -> int:
+        return self.op("act", [x], out, out, present)
