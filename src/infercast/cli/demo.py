@@ -15,22 +15,26 @@ FALLBACK_MODELS = ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvis
 
 
 @app.command()
-def demo(as_json: bool = typer.Option(False, "--json", help="print the results as JSON")) -> None:
-    """Inspect three zoo CNNs: operator graphs, FLOPs, parameters and peak activation memory.
+def demo(
+    candidates: int = typer.Option(1_000_000, "--candidates", help="carb-resnet configurations to featurise"),
+    as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
+) -> None:
+    """Inspect three zoo CNNs and featurise a million carb-resnet candidates in closed form.
 
-    Only the model-graph stage exists so far; measurement, prediction, screening and the report
-    join this command as they land.
+    Only the model-graph and design-space stages exist so far; measurement, prediction,
+    screening and the report join this command as they land.
     """
+    from infercast import space
     from infercast.features import describe
     from infercast.graph import capture
     from infercast.models import load_model, zoo
 
     models = DEMO_MODELS if zoo.available("pytorchcv") else FALLBACK_MODELS
 
-    def body() -> list[dict[str, Any]]:
+    def body() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         rows = []
         with Progress(console=console, transient=True, disable=as_json) as progress:
-            task = progress.add_task("capturing operator graphs", total=len(models))
+            task = progress.add_task("capturing operator graphs", total=len(models) + 1)
             for spec in models:
                 started = time.perf_counter()
                 loaded = load_model(spec)
@@ -39,11 +43,27 @@ def demo(as_json: bool = typer.Option(False, "--json", help="print the results a
                 doc.pop("nodes")
                 rows.append(doc)
                 progress.advance(task)
-        return rows
+            progress.update(task, description=f"featurising {candidates:,} carb-resnet candidates")
+            resnets = space.get("carb-resnet")
+            started = time.perf_counter()
+            configs = resnets.sample(candidates, seed=0)
+            sampled = time.perf_counter()
+            table = resnets.features(configs)
+            done = time.perf_counter()
+            progress.advance(task)
+        summary = {
+            "space": resnets.name,
+            "candidates": candidates,
+            "sample_seconds": round(sampled - started, 3),
+            "features_seconds": round(done - sampled, 3),
+            "gflops_median": float(table["flops"].median() / 1e9),
+            "peak_activation_mb_median": float(table["peak_activation_bytes"].median() / 1e6),
+        }
+        return rows, summary
 
-    rows = run_guarded(body)
+    rows, summary = run_guarded(body)
     if as_json:
-        print_json({"stage": "graph", "models": rows})
+        print_json({"stages": ["graph", "space"], "models": rows, "space": summary})
         return
     table = Table(
         title="infercast demo: analytic costs of three CNNs (input 1x3x224x224, CPU, no weights downloaded)"
@@ -72,6 +92,13 @@ def demo(as_json: bool = typer.Option(False, "--json", help="print the results a
         )
     console.print(table)
     console.print(
-        "Only the model-graph stage is built so far: no latency, energy or memory has been measured or "
-        "predicted by this run. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/]."
+        f"Featurised {summary['candidates']:,} {summary['space']} candidates in closed form in "
+        f"{summary['features_seconds']:.2f} s (sampling them: {summary['sample_seconds']:.2f} s); "
+        f"median {summary['gflops_median']:.2f} GFLOPs, median peak activations "
+        f"{summary['peak_activation_mb_median']:.1f} MB."
+    )
+    console.print(
+        "Built so far: model graphs and design spaces. No latency, energy or memory has been measured or "
+        "predicted by this run. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/] or "
+        "[bold]infercast space show carb-resnet[/]."
     )

@@ -1,0 +1,1 @@
+"""Measurement: backends × sensors × protocol. Energy sensors live in ``measure.sensors``."""

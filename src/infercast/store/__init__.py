@@ -1,0 +1,305 @@
+"""The embedded store: one SQLite file (WAL) of platforms, configs, measurements, op rows, failures.
+
+Every measurement is written in one transaction with its op rows, so a process killed at any
+moment leaves either the whole measurement or nothing. ``UNIQUE(config, platform, campaign)``
+makes a second write of the same item impossible, and ``done()`` tells a resumed campaign what to
+skip. A file that is not an infercast store is refused with a clear message and never modified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from infercast.errors import InfercastError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE platforms (
+    id TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    settings TEXT NOT NULL,          -- JSON: threads, opt level, precision, device…
+    fingerprint TEXT NOT NULL,       -- JSON: CPU, cores, GPU, driver, OS, library versions
+    created_at REAL NOT NULL
+);
+CREATE TABLE configs (
+    id TEXT PRIMARY KEY,
+    model TEXT NOT NULL,             -- the model string (space:… for design-space configs)
+    space TEXT,
+    params TEXT,                     -- JSON
+    features TEXT                    -- JSON, analytic features at measurement time
+);
+CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY,
+    config_id TEXT NOT NULL REFERENCES configs(id),
+    platform_id TEXT NOT NULL REFERENCES platforms(id),
+    campaign TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    n INTEGER NOT NULL,
+    median_ms REAL NOT NULL,
+    mean_ms REAL NOT NULL,
+    low_ms REAL NOT NULL,            -- robust low statistic (see measure.protocol)
+    p10_ms REAL NOT NULL,
+    p90_ms REAL NOT NULL,
+    p99_ms REAL NOT NULL,
+    ci_low_ms REAL NOT NULL,
+    ci_high_ms REAL NOT NULL,
+    cv REAL NOT NULL,
+    cap_hit INTEGER NOT NULL,
+    contention REAL,
+    peak_memory_bytes INTEGER,
+    peak_memory_definition TEXT,
+    energy_j REAL,
+    energy_reason TEXT,              -- why energy_j is NULL
+    energy_sensor TEXT,
+    samples TEXT NOT NULL,           -- JSON: raw per-round latencies (ms)
+    UNIQUE (config_id, platform_id, campaign)
+);
+CREATE TABLE op_measurements (
+    id INTEGER PRIMARY KEY,
+    measurement_id INTEGER NOT NULL REFERENCES measurements(id),
+    node_index INTEGER NOT NULL,
+    row TEXT NOT NULL                -- JSON: op_type, kernel, shapes, flops, latency_ms…
+);
+CREATE TABLE failures (
+    id INTEGER PRIMARY KEY,
+    config_id TEXT NOT NULL,
+    platform_id TEXT NOT NULL,
+    campaign TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    kind TEXT NOT NULL,              -- error, timeout, out-of-memory, crash
+    reason TEXT NOT NULL,
+    UNIQUE (config_id, platform_id, campaign)
+);
+CREATE INDEX measurements_platform ON measurements (platform_id, campaign);
+"""
+_TABLES = {"meta", "platforms", "configs", "measurements", "op_measurements", "failures"}
+
+
+class StoreError(InfercastError):
+    """A store file that cannot be used (not SQLite, not ours, a newer schema)."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A backend with the settings that change its kernels, on a fingerprinted machine."""
+
+    backend: str
+    settings: dict[str, Any]
+    fingerprint: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        text = json.dumps([self.backend, self.settings, self.fingerprint], sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Measurement:
+    """One config on one platform: latency statistics, peak memory, energy (or why not)."""
+
+    config_id: str
+    n: int
+    median_ms: float
+    mean_ms: float
+    low_ms: float
+    p10_ms: float
+    p90_ms: float
+    p99_ms: float
+    ci_low_ms: float
+    ci_high_ms: float
+    cv: float
+    cap_hit: bool
+    samples: list[float]
+    contention: float | None = None
+    peak_memory_bytes: int | None = None
+    peak_memory_definition: str | None = None
+    energy_j: float | None = None
+    energy_reason: str | None = None
+    energy_sensor: str | None = None
+    ops: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Store:
+    """``Store(path)`` opens (or creates) a store file; use as a context manager or ``close()``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        exists = self.path.exists() and self.path.stat().st_size > 0
+        if exists:
+            self._check_foreign()
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at each commit point
+        self.db.execute("PRAGMA foreign_keys=ON")
+        if not exists:
+            with self.transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self.db.execute("INSERT INTO meta VALUES ('created_by', 'infercast')")
+
+    def _check_foreign(self) -> None:
+        """Refuse, read-only, anything that is not an infercast store of a schema we know."""
+        try:
+            probe = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                tables = {
+                    row[0] for row in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+                version = None
+                if "meta" in tables:
+                    row = probe.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                    version = row[0] if row else None
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"{self.path} is not a SQLite database ({error}); nothing was changed") from None
+        if not tables >= _TABLES or version is None:
+            raise StoreError(f"{self.path} is a SQLite file but not an infercast store; nothing was changed")
+        if int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has store schema {version}, newer than this infercast ({SCHEMA_VERSION}): "
+                "upgrade infercast to read it"
+            )
+
+    # --- plumbing ---------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writes -----------------------------------------------------------------------------
+    def add_platform(self, platform: Platform) -> str:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO platforms VALUES (?, ?, ?, ?, ?)",
+                (
+                    platform.id,
+                    platform.backend,
+                    _json(platform.settings),
+                    _json(platform.fingerprint),
+                    time.time(),
+                ),
+            )
+        return platform.id
+
+    def add_configs(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows with ``id``, ``model`` and optionally ``space``, ``params``, ``features``."""
+        values = [
+            (r["id"], r["model"], r.get("space"), _json(r.get("params")), _json(r.get("features")))
+            for r in rows
+        ]
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO configs VALUES (?, ?, ?, ?, ?)", values)
+
+    def add_measurement(self, platform_id: str, campaign: str, m: Measurement) -> int | None:
+        """Store one measurement and its op rows atomically; ``None`` if it was already stored."""
+        record = asdict(m)
+        ops = record.pop("ops")
+        record["samples"] = _json(record["samples"])
+        record["cap_hit"] = int(record["cap_hit"])
+        columns = ["platform_id", "campaign", "created_at", *record]
+        values = [platform_id, campaign, time.time(), *record.values()]
+        placeholders = ", ".join("?" * len(values))
+        with self.transaction() as db:
+            cursor = db.execute(
+                f"INSERT OR IGNORE INTO measurements ({', '.join(columns)}) VALUES ({placeholders})", values
+            )
+            if cursor.rowcount == 0:
+                return None
+            measurement_id = cursor.lastrowid
+            db.executemany(
+                "INSERT INTO op_measurements (measurement_id, node_index, row) VALUES (?, ?, ?)",
+                [(measurement_id, i, _json(op)) for i, op in enumerate(ops)],
+            )
+        return measurement_id
+
+    def add_failure(self, config_id: str, platform_id: str, campaign: str, kind: str, reason: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO failures (config_id, platform_id, campaign, created_at, kind, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (config_id, platform_id, campaign, time.time(), kind, reason),
+            )
+
+    # --- reads ------------------------------------------------------------------------------
+    def done(self, platform_id: str, campaign: str) -> set[str]:
+        """Config ids already measured or failed in this campaign on this platform."""
+        query = (
+            "SELECT config_id FROM measurements WHERE platform_id=? AND campaign=? "
+            "UNION SELECT config_id FROM failures WHERE platform_id=? AND campaign=?"
+        )
+        return {row[0] for row in self.db.execute(query, (platform_id, campaign, platform_id, campaign))}
+
+    def platforms(self) -> pd.DataFrame:
+        frame = pd.read_sql_query("SELECT * FROM platforms ORDER BY created_at", self.db)
+        for column in ("settings", "fingerprint"):
+            frame[column] = frame[column].map(json.loads)
+        return frame
+
+    def measurements(self, platform_id: str | None = None) -> pd.DataFrame:
+        """Measurements joined with their config (model string, space, params as JSON text)."""
+        query = (
+            "SELECT m.*, c.model, c.space, c.params, c.features FROM measurements m "
+            "JOIN configs c ON c.id = m.config_id"
+        )
+        arguments: tuple[Any, ...] = ()
+        if platform_id is not None:
+            query += " WHERE m.platform_id = ?"
+            arguments = (platform_id,)
+        return pd.read_sql_query(query + " ORDER BY m.id", self.db, params=arguments)
+
+    def failures(self) -> pd.DataFrame:
+        return pd.read_sql_query("SELECT * FROM failures ORDER BY id", self.db)
+
+    def op_measurements(self) -> pd.DataFrame:
+        frame = pd.read_sql_query(
+            "SELECT o.measurement_id, o.node_index, o.row, m.config_id, m.platform_id FROM op_measurements o "
+            "JOIN measurements m ON m.id = o.measurement_id ORDER BY o.id",
+            self.db,
+        )
+        rows = pd.json_normalize(frame.pop("row").map(json.loads).tolist())
+        return pd.concat([frame, rows], axis=1)
+
+    def export(self, out: str | Path) -> Path:
+        """Measurements to ``.parquet`` or ``.csv``."""
+        out = Path(out)
+        frame = self.measurements()
+        if out.suffix == ".parquet":
+            frame.to_parquet(out, index=False)
+        elif out.suffix == ".csv":
+            frame.to_csv(out, index=False)
+        else:
+            raise StoreError(f"cannot export to {out}: use a .parquet or .csv file")
+        return out
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
