@@ -1,0 +1,157 @@
+"""``infercast measure`` (a few models now) and ``infercast profile`` (a resumable campaign)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from infercast.cli import MODEL_HELP, Table, app, console, print_json, run_guarded
+
+BACKEND_HELP = "ort-cpu, torch-cpu, torch-cuda or ort-cuda"
+
+
+def _backend(name: str, threads: int, opt_level: str) -> Any:
+    from infercast.measure import backends
+
+    settings: dict[str, Any] = {"threads": threads}
+    if name.startswith("ort-"):
+        settings["opt_level"] = opt_level
+    return backends.get(name, **settings)
+
+
+def _protocol(round_s: float, min_rounds: int, cap_s: float, group: int, timeout_s: float) -> Any:
+    from infercast.measure import Protocol
+
+    return Protocol(round_s=round_s, min_rounds=min_rounds, cap_s=cap_s, group=group, timeout_s=timeout_s)
+
+
+@app.command()
+def measure(
+    models: list[str] = typer.Argument(..., help=MODEL_HELP),
+    backend: str = typer.Option("ort-cpu", "--backend", help=BACKEND_HELP),
+    threads: int = typer.Option(1, "--threads", help="intra-op threads"),
+    opt_level: str = typer.Option("all", "--opt-level", help="ONNX Runtime graph optimisation level"),
+    round_s: float = typer.Option(0.3, "--round-s", help="seconds per timing round"),
+    min_rounds: int = typer.Option(6, "--min-rounds", help="rounds before the CI may stop a model"),
+    cap_s: float = typer.Option(15.0, "--cap-s", help="timing seconds per model at most"),
+    group: int = typer.Option(4, "--group", help="models whose rounds are interleaved"),
+    timeout_s: float = typer.Option(180.0, "--timeout-s", help="a worker step taking longer fails its model"),
+    energy: bool = typer.Option(True, "--energy/--no-energy", help="read the energy sensor, if any"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Measure latency, peak memory and energy of MODELS on this machine, each in its own process."""
+    from infercast.measure import measure as run_measure
+
+    def body() -> list[dict[str, Any]]:
+        chosen = _backend(backend, threads, opt_level)
+        protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
+        with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
+            return run_measure(models, chosen, protocol, energy)
+
+    results = run_guarded(body)
+    if as_json:
+        print_json(results)
+        return
+    table = Table(title=f"measured on {backend} ({threads} thread{'s' if threads > 1 else ''})")
+    for column in ("model", "low ms", "median ms", "95% CI", "CV", "n", "peak memory", "energy / inference"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for r in results:
+        if "failure" in r:
+            table.add_row(r["model"], f"[red]{r['failure']}[/]: {r['reason']}", "", "", "", "", "", "")
+            continue
+        memory = f"{r['peak_memory_bytes'] / 1e6:.1f} MB" if r["peak_memory_bytes"] is not None else "n/a"
+        joules = f"{r['energy_j']:.4g} J" if r["energy_j"] is not None else "no sensor"
+        table.add_row(
+            r["model"],
+            f"{r['low_ms']:.3f}",
+            f"{r['median_ms']:.3f}",
+            f"{r['ci_low_ms']:.3f}–{r['ci_high_ms']:.3f}",
+            f"{r['cv']:.1%}",
+            str(r["n"]),
+            memory,
+            joules,
+        )
+    console.print(table)
+    reasons = {r["energy_reason"] for r in results if r.get("energy_reason")}
+    for reason in reasons:
+        console.print(f"energy: {reason}")
+
+
+@app.command()
+def profile(
+    space: str = typer.Option(..., "--space", help="design space name or YAML file"),
+    n: int = typer.Option(500, "--n", help="configurations to sample"),
+    seed: int = typer.Option(0, "--seed"),
+    db: Path = typer.Option(Path("runs.db"), "--db", help="the store file (created if missing)"),
+    backend: str = typer.Option("ort-cpu", "--backend", help=BACKEND_HELP),
+    threads: int = typer.Option(1, "--threads"),
+    opt_level: str = typer.Option("all", "--opt-level"),
+    campaign: str | None = typer.Option(None, "--campaign", help="name (default: from space, n, seed)"),
+    stratified: bool = typer.Option(True, "--stratified/--uniform", help="how configurations are sampled"),
+    round_s: float = typer.Option(0.3, "--round-s"),
+    min_rounds: int = typer.Option(6, "--min-rounds"),
+    cap_s: float = typer.Option(15.0, "--cap-s"),
+    group: int = typer.Option(4, "--group"),
+    timeout_s: float = typer.Option(180.0, "--timeout-s"),
+    energy: bool = typer.Option(True, "--energy/--no-energy"),
+    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel (ort backends)"),
+    op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Profile a sample of a design space into a store; rerunning the same command resumes."""
+    from infercast.measure import profile as run_profile
+
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, disable=as_json) as bar:
+        task = bar.add_task("planning", total=None)
+
+        def progress(event: str, state: dict[str, Any]) -> None:
+            if event == "start":
+                bar.update(task, total=state["todo"], description=f"profiling {space}")
+            elif event in ("done", "failed"):
+                bar.advance(task)
+
+        def body() -> dict[str, Any]:
+            chosen = _backend(backend, threads, opt_level)
+            protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
+            return run_profile(
+                space,
+                n,
+                db,
+                chosen,
+                seed=seed,
+                stratified=stratified,
+                campaign=campaign,
+                protocol=protocol,
+                energy=energy,
+                op_runs=op_runs if ops else 0,
+                progress=progress,
+            )
+
+        summary = run_guarded(body)
+    if as_json:
+        print_json(summary)
+        return
+    width = summary["median_ci_half_width"]
+    console.print(
+        f"campaign {summary['campaign']}: {summary['done']} measured, {summary['failed']} failed, "
+        f"{summary['skipped']} already in {db}; median 95% CI half-width "
+        + (f"{width:.2%}" if width is not None else "n/a")
+    )

@@ -1,0 +1,89 @@
+"""The backend interface: settings that change kernels, and a session that runs one model."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from infercast.errors import InfercastError
+from infercast.models import LoadedModel
+
+
+class MeasureError(InfercastError):
+    """A backend or protocol setting that cannot work here, named with the allowed values."""
+
+
+class Session(ABC):
+    """One prepared model on one backend, with its input already allocated."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """One synchronous inference (GPU work finished when it returns)."""
+
+    def time_iterations(self, seconds: float) -> list[float]:
+        """Back-to-back inferences for about ``seconds``; the latency of each in ms (at least one)."""
+        times: list[float] = []
+        deadline = time.perf_counter() + seconds
+        while True:
+            start = time.perf_counter()
+            self.run()
+            end = time.perf_counter()
+            times.append((end - start) * 1000)
+            if end >= deadline:
+                return times
+
+    def profile_ops(self, runs: int) -> list[dict[str, Any]]:
+        """One row per executed kernel with its shape features and median latency."""
+        raise MeasureError(f"per-op profiling is not available for {type(self).__name__}")
+
+    def device_peak_memory(self) -> tuple[int, str] | None:
+        """A device-side peak (CUDA allocator) where the backend has one; None: use process RSS."""
+        return None
+
+    def reset_device_peak_memory(self) -> None:
+        """Start a new device-side peak window."""
+        return
+
+    def close(self) -> None:
+        """Release the session's memory."""
+        return
+
+
+class Backend(ABC):
+    """``name`` is what users type (``ort-cpu``); ``settings`` change the kernels chosen."""
+
+    name: ClassVar[str]
+    device: ClassVar[str]
+    # Where a worker starts counting peak memory: before the model is loaded (the weights the
+    # session runs from are the model's own) or only before ``open`` (the session holds its own
+    # copy, and what ``prepare`` built to get there is released first).
+    memory_from_load: ClassVar[bool] = True
+
+    def __init__(self, threads: int = 1) -> None:
+        if not isinstance(threads, int) or threads < 1:
+            raise MeasureError(f"threads must be a positive integer, got {threads!r}")
+        self.threads = threads
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"threads": self.threads, "device": self.device}
+
+    def available(self) -> str | None:
+        """None where the backend can run here, else why not."""
+        return None
+
+    def prepare(self, model: LoadedModel) -> Any:
+        """What ``open`` needs (an ONNX file's bytes, a module); the default: the model itself."""
+        return model
+
+    @abstractmethod
+    def open(self, prepared: Any, input_shape: tuple[int, ...]) -> Session:
+        """A session over what ``prepare`` returned, with an input of ``input_shape``."""
+
+    def load(self, model: LoadedModel) -> Session:
+        return self.open(self.prepare(model), model.input_shape)
+
+    def spec(self) -> dict[str, Any]:
+        """What a worker process needs to rebuild this backend."""
+        return {"name": self.name, **{k: v for k, v in self.settings.items() if k != "device"}}

@@ -1,0 +1,102 @@
+"""ONNX Runtime on the CPU. A PyTorch model is exported to ONNX first (BatchNorm folded, as a
+deployment export would); the graph optimisation level is part of the platform."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from infercast.measure.backends.base import Backend, MeasureError, Session
+from infercast.models import LoadedModel
+
+OPT_LEVELS = ("disabled", "basic", "extended", "all")
+
+
+def onnx_bytes(model: LoadedModel) -> bytes:
+    """The model as ONNX: the file it came from, or an export of its module at its input shape."""
+    if model.onnx is not None:
+        return model.onnx.SerializeToString()
+    import torch
+
+    module = model.module
+    assert module is not None
+    first = next(iter(module.parameters()), None)
+    if first is not None and first.dtype != torch.float32:
+        raise MeasureError(
+            f"{model.name} is {first.dtype}; ONNX Runtime's CPU kernels are measured in float32"
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        torch.onnx.export(
+            module, (torch.zeros(model.input_shape),), str(path), dynamo=False, input_names=["input"]
+        )
+        return path.read_bytes()
+
+
+class OrtSession(Session):
+    def __init__(
+        self, session: Any, input_shape: tuple[int, ...], backend: OrtCpuBackend, model: bytes
+    ) -> None:
+        self.session = session
+        self.backend = backend
+        self.model = model
+        first = session.get_inputs()[0]
+        dtype = np.float16 if "float16" in first.type else np.float32
+        self.feed = {first.name: np.random.default_rng(0).standard_normal(input_shape).astype(dtype)}
+
+    def run(self) -> None:
+        self.session.run(None, self.feed)
+
+    def profile_ops(self, runs: int) -> list[dict[str, Any]]:
+        from infercast.measure.ops import profile_ort
+
+        options = self.backend.session_options()
+        return profile_ort(self.model, options, self.backend.providers, self.feed, runs)
+
+    def close(self) -> None:
+        del self.session, self.model
+
+
+class OrtCpuBackend(Backend):
+    name: ClassVar[str] = "ort-cpu"
+    device: ClassVar[str] = "cpu"
+    memory_from_load: ClassVar[bool] = False
+    providers: ClassVar[list[str]] = ["CPUExecutionProvider"]
+
+    def __init__(self, threads: int = 1, opt_level: str = "all") -> None:
+        super().__init__(threads)
+        if opt_level not in OPT_LEVELS:
+            raise MeasureError(f"opt_level={opt_level!r}; allowed: {', '.join(OPT_LEVELS)}")
+        self.opt_level = opt_level
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings, "opt_level": self.opt_level}
+
+    def session_options(self) -> Any:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = {
+            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[self.opt_level]
+        options.log_severity_level = 3
+        return options
+
+    def prepare(self, model: LoadedModel) -> bytes:
+        return onnx_bytes(model)
+
+    def open(self, prepared: bytes, input_shape: tuple[int, ...]) -> Session:
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(prepared, self.session_options(), providers=self.providers)
+        return OrtSession(session, input_shape, self, prepared)

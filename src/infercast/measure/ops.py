@@ -1,0 +1,180 @@
+"""Per-op profiling on ONNX Runtime: one row per *executed* kernel, after graph fusion.
+
+ONNX Runtime's profiler times every node it runs; with optimisations on, those are fused nodes
+(a ``FusedConv`` doing Conv + Relu, a Conv with its BatchNorm folded in). For each executed node,
+the original graph ops it absorbed are found by walking the original graph back from the node's
+outputs to its inputs, and the row carries the shape features of its main op (the weighted one,
+else the first) and the FLOPs of everything it absorbed — the table the op-wise predictor learns.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from infercast.graph import op_group
+from infercast.graph.onnx_capture import capture_onnx
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS
+
+_LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
+
+
+def profile_ort(
+    model_bytes: bytes, options: Any, providers: list[str], feed: dict[str, Any], runs: int
+) -> list[dict]:
+    import onnxruntime as ort
+
+    original = onnx.ModelProto.FromString(model_bytes)
+    with tempfile.TemporaryDirectory() as folder:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(folder) / "profile")
+        options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        session = ort.InferenceSession(model_bytes, options, providers=providers)
+        for _ in range(runs + 1):
+            session.run(None, feed)
+        trace = json.loads(Path(session.end_profiling()).read_text())
+        optimized = onnx.load(str(Path(folder) / "optimized.onnx"), load_external_data=False)
+    durations: dict[str, list[float]] = defaultdict(list)
+    for event in trace:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            durations[event["name"].removesuffix("_kernel_time")].append(event["dur"] / 1000)
+    shape = tuple(int(d) for d in next(iter(feed.values())).shape)
+    return kernel_rows(original, optimized, durations, shape)
+
+
+def kernel_rows(
+    original: onnx.ModelProto,
+    optimized: onnx.ModelProto,
+    durations: dict[str, list[float]],
+    input_shape: tuple[int, ...],
+) -> list[dict[str, Any]]:
+    captured = capture_onnx(original, input_shape)
+    by_output = {t: node for node in captured.nodes for t in node.outputs}
+    graph = _OriginalGraph(original)
+    # optimised tensor -> original tensor, filled in execution order (NCHWc nodes rename theirs)
+    alias: dict[str, str] = {}
+    for node in optimized.graph.node:
+        if node.op_type == "ReorderInput":
+            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+    rows = []
+    for index, node in enumerate(optimized.graph.node):
+        absorbed = _absorbed(node, graph, alias)
+        if node.name not in durations:
+            continue
+        covered = [by_output[t] for n in absorbed for t in n.output if t in by_output]
+        main = next((c for c in covered if c.kind in CONV_KINDS | MATMUL_KINDS), None)
+        main = main or next((c for c in covered if c.kind not in NORM_KINDS), covered[0] if covered else None)
+        times = durations[node.name][1:] or durations[node.name]  # the first run pays one-off costs
+        row: dict[str, Any] = {
+            "node_index": index,
+            "kernel": node.name,
+            "executed_op": node.op_type,
+            "fused_ops": [n.op_type for n in absorbed],
+            "op_type": op_group(main.kind) if main is not None else "other",
+            "flops": sum(c.flops for c in covered),
+            "bytes": sum(c.bytes_read + c.bytes_written for c in covered),
+            "latency_ms": float(np.median(times)),
+        }
+        if main is not None:
+            row.update(_shape_features(main))
+        rows.append(row)
+    return rows
+
+
+class _OriginalGraph:
+    """Producers, consumers and constant tensors of the graph as exported, before ORT touched it."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.nodes = list(model.graph.node)
+        self.producer = {out: node for node in self.nodes for out in node.output}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in self.nodes:
+            for tensor in node.input:
+                self.consumers[tensor].append(node)
+        self.constant = {i.name for i in model.graph.initializer}
+        for node in self.nodes:  # exporters wrap weights in Identity / Constant nodes
+            if all(t in self.constant for t in node.input if t):
+                self.constant.update(node.output)
+        self.order = {id(node): i for i, node in enumerate(self.nodes)}
+
+    def sort(self, nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+        return sorted(nodes, key=lambda n: self.order[id(n)])
+
+
+def _nchwc_absorbed(node: onnx.NodeProto, graph: _OriginalGraph) -> tuple[list[onnx.NodeProto], str]:
+    """At level ``all`` ONNX Runtime runs convolutions in its blocked NCHWc layout: the node is
+    named after an original tensor (``<tensor>_nchwc``: a conv's output, or the activation right
+    after it), a 4th input means a fused residual Add, an ``activation`` attribute a fused
+    activation. Returns the absorbed original nodes and the original tensor the node computes."""
+    tensor = node.name.removesuffix("_nchwc")
+    first = graph.producer.get(tensor)
+    if first is None:
+        return [], tensor
+    absorbed = [first]
+    if first.op_type != node.op_type and first.input and first.input[0] in graph.producer:
+        absorbed.insert(0, graph.producer[first.input[0]])  # named after the activation it fused
+    activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
+    wanted = (["Add"] if node.op_type == "Conv" and len(node.input) >= 4 else []) + (
+        [activation] if activation else []
+    )
+    for op_type in wanted:
+        if any(n.op_type == op_type for n in absorbed[1:]):
+            continue
+        follower = next((c for c in graph.consumers.get(tensor, []) if c.op_type == op_type), None)
+        if follower is None:
+            break
+        absorbed.append(follower)
+        tensor = follower.output[0]
+    return absorbed, tensor
+
+
+def _absorbed(node: onnx.NodeProto, graph: _OriginalGraph, alias: dict[str, str]) -> list[onnx.NodeProto]:
+    """Original nodes between the executed node's inputs and outputs, in original order."""
+    if node.op_type in _LAYOUT_OPS:
+        return []  # converts between layouts: computes nothing of the original graph
+    if node.name.endswith("_nchwc"):
+        absorbed, tensor = _nchwc_absorbed(node, graph)
+        alias[node.output[0]] = tensor
+        return absorbed
+    stop = {alias.get(t, t) for t in node.input}
+    seen: dict[int, onnx.NodeProto] = {}
+    frontier = [graph.producer[t] for t in (alias.get(o, o) for o in node.output) if t in graph.producer]
+    while frontier:
+        current = frontier.pop()
+        if id(current) in seen or current.op_type == "Constant":
+            continue
+        seen[id(current)] = current
+        frontier += [
+            graph.producer[t]
+            for t in current.input
+            if t and t not in stop and t not in graph.constant and t in graph.producer
+        ]
+    return graph.sort(list(seen.values()))
+
+
+def _shape_features(node: Any) -> dict[str, Any]:
+    inp = node.input_shapes[0] if node.input_shapes else ()
+    out = node.output_shapes[0] if node.output_shapes else ()
+
+    def spatial(shape: tuple[int, ...], axis: int) -> int | None:
+        return shape[axis] if len(shape) > axis else None
+
+    kernel = node.attrs.get("kernel")
+    stride = node.attrs.get("stride")
+    return {
+        "h_in": spatial(inp, 2),
+        "w_in": spatial(inp, 3),
+        "c_in": spatial(inp, 1),
+        "h_out": spatial(out, 2),
+        "w_out": spatial(out, 3),
+        "c_out": spatial(out, 1),
+        "kernel_size": kernel[0] if kernel else None,
+        "stride": stride[0] if stride else None,
+        "groups": node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None),
+    }

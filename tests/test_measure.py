@@ -1,0 +1,111 @@
+"""The measurement engine on real ONNX Runtime / PyTorch sessions in real worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infercast.measure import MeasureError, Protocol, measure
+from infercast.measure import backends as backend_registry
+from infercast.measure.protocol import summarize
+
+MODELS = Path(__file__).with_name("measure_models.py")
+FAST = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=8, cap_s=1.0, timeout_s=60, group=3)
+
+
+def model(name: str) -> str:
+    return f"{MODELS}:{name}"
+
+
+@pytest.mark.parametrize("backend", ["ort-cpu", "torch-cpu"])
+def test_measures_a_real_model(backend: str) -> None:
+    [result] = measure([model("tiny")], backend, FAST)
+    assert "failure" not in result, result
+    assert result["n"] == len(result["samples"]) >= FAST.min_rounds
+    assert result["low_ms"] <= result["median_ms"] <= result["p90_ms"] <= result["p99_ms"]
+    assert result["ci_low_ms"] <= result["median_ms"] <= result["ci_high_ms"]
+    assert result["peak_memory_bytes"] is None or result["peak_memory_bytes"] > 0
+    assert "RSS" in result["peak_memory_definition"] or result["peak_memory_bytes"] is None
+    if result["energy_j"] is None:  # this host has no sensor: the reason is stored, no number
+        assert result["energy_reason"].startswith("no energy sensor on this host")
+
+
+def test_failures_are_recorded_and_the_rest_goes_on() -> None:
+    protocol = Protocol(
+        warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=5, cap_s=1.0, timeout_s=8, group=2
+    )
+    names = ["raises", "hangs", "crashes", "exhausts_memory", "tiny"]
+    results = measure([model(n) for n in names], "torch-cpu", protocol, energy=False)
+    by_name = {n: r for n, r in zip(names, results, strict=True)}
+    assert by_name["raises"]["failure"] == "error" and "this layer is broken" in by_name["raises"]["reason"]
+    assert by_name["hangs"]["failure"] == "timeout"
+    assert by_name["crashes"]["failure"] == "crash" and "exit code 3" in by_name["crashes"]["reason"]
+    assert by_name["exhausts_memory"]["failure"] == "out-of-memory"
+    assert (
+        "failure" not in by_name["tiny"]
+        and by_name["tiny"]["energy_reason"] == "energy measurement was turned off"
+    )
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(MeasureError, match="unknown backend 'tvm'"):
+        backend_registry.get("tvm")
+    with pytest.raises(MeasureError, match="opt_level='max'; allowed: disabled, basic, extended, all"):
+        backend_registry.get("ort-cpu", opt_level="max")
+    with pytest.raises(MeasureError, match="threads must be a positive integer"):
+        backend_registry.get("torch-cpu", threads=0)
+    with pytest.raises(MeasureError, match="round_s=0 must be positive"):
+        Protocol(round_s=0)
+    with pytest.raises(MeasureError, match="min_rounds <= max_rounds"):
+        Protocol(min_rounds=10, max_rounds=5)
+
+
+def test_gpu_backends_say_why_they_cannot_run() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the CUDA backends run (see the GPU dataset script)")
+    with pytest.raises(MeasureError, match="no CUDA GPU is visible"):
+        backend_registry.get("torch-cuda")
+
+
+def test_statistics_of_rounds() -> None:
+    rounds = [[10.0, 10.2, 10.1], [13.0, 13.1, 12.9], [10.05, 10.0, 10.1], [10.2, 10.1, 10.3]]
+    stats = summarize(rounds, drifted=1, steal=0.0, protocol=Protocol(bootstrap=200), cap_hit=False)
+    samples = np.concatenate(rounds)
+    assert stats["n"] == 12 and stats["median_ms"] == pytest.approx(np.median(samples))
+    assert stats["low_ms"] == pytest.approx(10.05)  # the fastest round's median
+    assert stats["ci_low_ms"] <= stats["median_ms"] <= stats["ci_high_ms"]
+    assert stats["contention"] == pytest.approx(0.25)  # one of four rounds drifted
+    assert stats["cv"] == pytest.approx(samples.std() / samples.mean())
+
+
+def test_ort_per_op_rows_follow_fusion(tmp_path) -> None:
+    """With optimisations on, Conv+BN+ReLU run as one kernel; with them off, as three."""
+    from infercast.measure import Engine, Item, backends
+
+    space = "space:carb-resnet?depth=8&width=0.25&input_size=32&early_downsample=0"
+    rows: dict[str, list] = {}
+
+    def fail(*failure: object) -> None:
+        pytest.fail(str(failure))
+
+    for level in ("all", "disabled"):
+        engine = Engine(backends.get("ort-cpu", opt_level=level), FAST, op_runs=3)
+        engine.run([Item(level, space)], lambda item, m: rows.__setitem__(item.key, m.ops), fail)
+    fused, plain = rows["all"], rows["disabled"]
+    assert len(fused) < len(plain)
+    stem = fused[0]
+    assert stem["op_type"] == "conv" and {"Conv", "Relu"} <= set(stem["fused_ops"])
+    assert (stem["h_in"], stem["c_in"], stem["c_out"], stem["kernel_size"], stem["stride"]) == (
+        32,
+        3,
+        16,
+        3,
+        1,
+    )
+    assert all(row["latency_ms"] > 0 for row in fused + plain)
+    assert next(row["fused_ops"] for row in plain if row["executed_op"] == "Conv") == ["Conv"]
+    assert sum(r["flops"] for r in fused) == sum(r["flops"] for r in plain)  # every op lands in one kernel

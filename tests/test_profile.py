@@ -1,0 +1,81 @@
+"""Profiling campaigns into a store: resume, and kill -9 at random moments."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infercast.store import Store
+
+TINY_SPACE = """
+name: tiny-resnets
+family: carb-resnet
+params:
+  block: [basic]
+  depth: [8, 10, 12]
+  width: [0.1, 0.25]
+  early_downsample: [true]
+  input_size: [32]
+  batch: [1, 2]
+  precision: [fp32]
+"""
+FAST = ["--round-s", "0.05", "--min-rounds", "3", "--cap-s", "0.5", "--group", "2", "--no-energy"]
+
+
+@pytest.fixture
+def space_file(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SPACE)
+    return str(path)
+
+
+def profile_command(space: str, db: str, n: int) -> list[str]:
+    return [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db, *FAST]
+
+
+def test_profile_then_resume(space_file, tmp_path) -> None:
+    db = str(tmp_path / "runs.db")
+    first = subprocess.run([*profile_command(space_file, db, 6), "--json"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["done"] + summary["failed"] == summary["todo"] > 0 and summary["skipped"] == 0
+    second = subprocess.run([*profile_command(space_file, db, 6), "--json"], capture_output=True, text=True)
+    again = json.loads(second.stdout)
+    assert again["todo"] == 0 and again["skipped"] == summary["todo"]
+    with Store(db) as store:
+        frame = store.measurements()
+        assert len(frame) == summary["done"] and frame["config_id"].is_unique
+        assert frame["features"].map(json.loads).map(lambda f: f["flops"] > 0).all()
+        assert store.platforms().loc[0, "settings"] == {"threads": 1, "device": "cpu", "opt_level": "all"}
+
+
+def test_kill_9_campaign_resumes_without_loss_or_duplicates(space_file, tmp_path) -> None:
+    db = str(tmp_path / "killed.db")
+    rng = random.Random(1)
+    counts = []
+    for _ in range(10):
+        process = subprocess.Popen(
+            profile_command(space_file, db, 12), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        time.sleep(rng.uniform(6.0, 13.0))  # start-up (imports, worker spawn) takes ~6 s here
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        with Store(db) as store:
+            frame = store.measurements()
+            assert frame["config_id"].is_unique  # never stored twice
+            counts.append(len(frame) + len(store.failures()))
+    assert counts == sorted(counts)  # what was committed stays
+    final = subprocess.run([*profile_command(space_file, db, 12), "--json"], capture_output=True, text=True)
+    assert final.returncode == 0, final.stderr
+    summary = json.loads(final.stdout)
+    with Store(db) as store:
+        total = len(store.measurements()) + len(store.failures())
+        assert store.measurements()["config_id"].is_unique
+    assert total == summary["skipped"] + summary["todo"]  # every sampled config measured or failed
+    assert len(set(counts)) > 2 and counts[0] < total, counts  # kills landed mid-campaign, at several points
