@@ -26,8 +26,9 @@ def test_measures_a_real_model(backend: str) -> None:
     assert result["n"] == len(result["samples"]) >= FAST.min_rounds
     assert result["low_ms"] <= result["median_ms"] <= result["p90_ms"] <= result["p99_ms"]
     assert result["ci_low_ms"] <= result["median_ms"] <= result["ci_high_ms"]
-    assert result["peak_memory_bytes"] is None or result["peak_memory_bytes"] > 0
-    assert "RSS" in result["peak_memory_definition"] or result["peak_memory_bytes"] is None
+    assert result["peak_memory_bytes"] > 0
+    expected = {"ort-cpu": "process peak RSS", "torch-cpu": "torch.profiler running sum"}[backend]
+    assert result["peak_memory_definition"].startswith(expected)
     if result["energy_j"] is None:  # this host has no sensor: the reason is stored, no number
         assert result["energy_reason"].startswith("no energy sensor on this host")
 
@@ -109,3 +110,36 @@ def test_ort_per_op_rows_follow_fusion(tmp_path) -> None:
     assert all(row["latency_ms"] > 0 for row in fused + plain)
     assert next(row["fused_ops"] for row in plain if row["executed_op"] == "Conv") == ["Conv"]
     assert sum(r["flops"] for r in fused) == sum(r["flops"] for r in plain)  # every op lands in one kernel
+
+
+def test_torch_per_op_rows_are_one_per_aten_op() -> None:
+    from infercast.measure import Engine, Item, backends
+
+    rows: dict[str, list] = {}
+    engine = Engine(backends.get("torch-cpu"), FAST, op_runs=3)
+    space = "space:carb-resnet?depth=8&width=0.25&input_size=32&early_downsample=0"
+    engine.run(
+        [Item("a", space)], lambda item, m: rows.__setitem__(item.key, m.ops), lambda *f: pytest.fail(str(f))
+    )
+    ops = rows["a"]
+    assert [r["executed_op"] for r in ops[:3]] == ["aten::conv2d", "aten::batch_norm", "aten::relu"]
+    stem = ops[0]
+    assert (
+        stem["op_type"],
+        stem["c_in"],
+        stem["c_out"],
+        stem["h_out"],
+        stem["kernel_size"],
+        stem["groups"],
+    ) == (
+        "conv",
+        3,
+        16,
+        32,
+        3,
+        1,
+    )
+    assert stem["flops"] == 2 * 16 * 32 * 32 * 3 * 9  # the profiler's FLOP count matches the graph's
+    strided = next(r for r in ops if r["op_type"] == "conv" and r["stride"] == 2)
+    assert strided["h_out"] == strided["h_in"] // 2
+    assert ops[-1]["op_type"] == "linear" and ops[-1]["c_out"] == 1000

@@ -104,7 +104,7 @@ def profile(
     group: int = typer.Option(4, "--group"),
     timeout_s: float = typer.Option(180.0, "--timeout-s"),
     energy: bool = typer.Option(True, "--energy/--no-energy"),
-    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel (ort backends)"),
+    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
     op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:

@@ -178,3 +178,56 @@ def _shape_features(node: Any) -> dict[str, Any]:
         "stride": stride[0] if stride else None,
         "groups": node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None),
     }
+
+
+def torch_rows(events: list[Any], per_run: int) -> list[dict[str, Any]]:
+    """PyTorch eager fuses nothing: one row per ATen op, the k-th op of every run grouped."""
+    from infercast.graph.ops import kind_of, refine_conv
+
+    rows = []
+    for position in range(per_run):
+        same = events[position::per_run]
+        first = same[0]
+        shapes = [list(s) for s in first.input_shapes]
+        args = list(getattr(first, "concrete_inputs", None) or [None] * len(shapes))
+        kind = kind_of(first.name)
+        x = shapes[0] if shapes else []
+        row: dict[str, Any] = {
+            "node_index": position,
+            "kernel": f"{position}:{first.name}",
+            "executed_op": first.name,
+            "fused_ops": [first.name],
+            "c_in": x[1] if len(x) > 1 else None,
+            "h_in": x[2] if len(x) > 2 else None,
+            "w_in": x[3] if len(x) > 3 else None,
+            "flops": int(first.flops or 0),
+            "latency_ms": float(np.median([e.cpu_time_total for e in same])) / 1000,
+        }
+        if kind == "conv" and len(shapes) > 1 and len(shapes[1]) == 4 and len(x) == 4:
+            weight = shapes[1]
+            stride, padding, dilation = _first(args, 3, 1), _first(args, 4, 0), _first(args, 5, 1)
+            groups = x[1] // weight[1]
+            kind = refine_conv(groups, x[1])
+            size = [(d + 2 * padding - dilation * (weight[2] - 1) - 1) // stride + 1 for d in x[2:]]
+            row.update(
+                c_out=weight[0],
+                h_out=size[0],
+                w_out=size[1],
+                kernel_size=weight[2],
+                stride=stride,
+                groups=groups,
+            )
+        elif kind == "linear" and len(shapes) > 1:
+            row.update(c_in=x[-1], c_out=shapes[1][0], h_in=None, w_in=None)
+        elif kind == "adaptive_avg_pool" and args and isinstance(args[1], list) and args[1] == [1, 1]:
+            kind = "global_pool"
+        row["op_type"] = op_group(kind)
+        rows.append(row)
+    return rows
+
+
+def _first(args: list[Any], index: int, default: int) -> int:
+    value = args[index] if len(args) > index else None
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    return int(value) if isinstance(value, int | float) else default

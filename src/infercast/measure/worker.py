@@ -62,7 +62,7 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
                     baseline = _status("VmRSS") if _reset_peak_rss() else None
                 session = backend.open(prepared, shape)
                 del prepared
-                session.reset_device_peak_memory()
+                session.reset_peak_memory()
                 session.time_iterations(warmup_s)
                 conn.send(("ready", list(shape)))
             elif command == "round":
@@ -72,9 +72,9 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
             elif command == "window":
                 conn.send(("window", len(session.time_iterations(args[0]))))
             elif command == "memory":
-                device = session.device_peak_memory()
-                if device is not None:
-                    conn.send(("memory", device[0], device[1]))
+                own = session.session_peak_memory()
+                if own is not None:
+                    conn.send(("memory", own[0], own[1]))
                 elif baseline is None:
                     conn.send(("memory", None, "peak RSS cannot be reset on this kernel"))
                 else:

@@ -37,12 +37,13 @@ class Session(ABC):
         """One row per executed kernel with its shape features and median latency."""
         raise MeasureError(f"per-op profiling is not available for {type(self).__name__}")
 
-    def device_peak_memory(self) -> tuple[int, str] | None:
-        """A device-side peak (CUDA allocator) where the backend has one; None: use process RSS."""
+    def session_peak_memory(self) -> tuple[int, str] | None:
+        """The backend's own peak-memory figure and its definition (the CUDA allocator's, the
+        PyTorch profiler's); None: the worker reports the process peak RSS instead."""
         return None
 
-    def reset_device_peak_memory(self) -> None:
-        """Start a new device-side peak window."""
+    def reset_peak_memory(self) -> None:
+        """Start a new peak window for ``session_peak_memory``."""
         return
 
     def close(self) -> None:

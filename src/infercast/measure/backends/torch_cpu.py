@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import torch
 
 from infercast.measure.backends.base import Backend, Session
 from infercast.models import LoadedModel
+
+PROFILER_MEMORY = "torch.profiler running sum of CPU allocation events over one inference (weights excluded)"
 
 
 class TorchSession(Session):
@@ -18,6 +20,37 @@ class TorchSession(Session):
     @torch.inference_mode()
     def run(self) -> None:
         self.module(self.example)
+
+    def _profile(self, runs: int, memory: bool) -> list[Any]:
+        """Top-level ATen ops (and allocator events) of ``runs`` inferences, in time order."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with (
+            torch.inference_mode(),
+            profile(
+                activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True, profile_memory=memory
+            ) as profiler,
+        ):
+            for _ in range(runs):
+                self.module(self.example)
+        events = [e for e in profiler.events() if e.cpu_parent is None]
+        return sorted(events, key=lambda e: e.time_range.start)
+
+    def session_peak_memory(self) -> tuple[int, str] | None:
+        if self.example.device.type != "cpu":
+            return None
+        running = peak = 0
+        for event in self._profile(1, memory=True):
+            running += event.cpu_memory_usage
+            peak = max(peak, running)
+        return peak, PROFILER_MEMORY
+
+    def profile_ops(self, runs: int) -> list[dict[str, Any]]:
+        from infercast.measure.ops import torch_rows
+
+        ops = [e for e in self._profile(runs + 1, memory=False) if e.name.startswith("aten::")]
+        per_run = len(ops) // (runs + 1)
+        return torch_rows(ops[per_run:], per_run)
 
     def close(self) -> None:
         del self.module, self.example

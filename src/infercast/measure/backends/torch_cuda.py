@@ -33,11 +33,11 @@ class TorchCudaSession(TorchSession):
                 if time.perf_counter() >= deadline:
                     return times
 
-    def reset_device_peak_memory(self) -> None:
+    def reset_peak_memory(self) -> None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
 
-    def device_peak_memory(self) -> tuple[int, str] | None:
+    def session_peak_memory(self) -> tuple[int, str] | None:
         torch.cuda.synchronize()
         allocated = torch.cuda.max_memory_allocated()
         reserved = torch.cuda.max_memory_reserved()
