@@ -21,8 +21,7 @@ def demo(
 ) -> None:
     """Inspect three zoo CNNs and featurise a million carb-resnet candidates in closed form.
 
-    Only the model-graph and design-space stages exist so far; measurement, prediction,
-    screening and the report join this command as they land.
+    Profiling, prediction, screening and the report join this command as they land.
     """
     from infercast import space
     from infercast.features import describe
@@ -98,7 +97,7 @@ def demo(
         f"{summary['peak_activation_mb_median']:.1f} MB."
     )
     console.print(
-        "Built so far: model graphs and design spaces. No latency, energy or memory has been measured or "
-        "predicted by this run. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/] or "
-        "[bold]infercast space show carb-resnet[/]."
+        "Built so far: model graphs, design spaces and the measurement engine; this run measured and "
+        "predicted nothing. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/], "
+        "[bold]infercast space show carb-resnet[/] or [bold]infercast measure pytorchcv:resnet18[/]."
     )

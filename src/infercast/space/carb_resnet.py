@@ -23,7 +23,6 @@ from infercast.space.vector import Accumulator, as_columns, round_channels, scal
 STAGE_CHANNELS = (64, 128, 256, 512)
 NUM_CLASSES = 1000
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
 CONVS_PER_BLOCK = {"basic": 2, "bottleneck": 3}
 EXPANSION = {"basic": 1, "bottleneck": 4}
 STANDARD_LAYOUTS = {
