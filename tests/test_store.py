@@ -14,6 +14,7 @@ import time
 import pandas as pd
 import pytest
 
+from infercast.errors import InfercastError
 from infercast.store import Measurement, Platform, Store, StoreError
 
 PLATFORM = Platform("ort-cpu", {"threads": 1, "opt_level": "all"}, {"cpu": "test-cpu", "cores": 2})
@@ -67,7 +68,7 @@ def test_round_trip_and_no_duplicates(tmp_path) -> None:
         for suffix in (".parquet", ".csv"):
             out = store.export(tmp_path / f"runs{suffix}")
             assert len(pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)) == 2
-        with pytest.raises(StoreError, match=r"use a \.parquet or \.csv"):
+        with pytest.raises(InfercastError, match=r"use a \.parquet or \.csv"):
             store.export(tmp_path / "runs.xlsx")
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -78,6 +78,7 @@ def sample(
     import pandas as pd
 
     from infercast import space
+    from infercast.tables import write_table
 
     def body() -> pd.DataFrame:
         chosen = space.get(name)
@@ -86,12 +87,7 @@ def sample(
             # prefixed: a config's "depth" and "batch" differ from the feature columns of those names
             frame = pd.concat([frame, chosen.features(frame).add_prefix("f_")], axis=1)
         if out is not None:
-            if out.suffix == ".parquet":
-                frame.to_parquet(out, index=False)
-            elif out.suffix == ".csv":
-                frame.to_csv(out, index=False)
-            else:
-                raise ValueError(f"--out {out}: use a .parquet or .csv file")
+            write_table(frame, out)
         return frame
 
     frame = run_guarded(body)

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from infercast.errors import InfercastError
+from infercast.tables import write_table
 
 SCHEMA_VERSION = 1
 
@@ -290,15 +291,7 @@ class Store:
 
     def export(self, out: str | Path) -> Path:
         """Measurements to ``.parquet`` or ``.csv``."""
-        out = Path(out)
-        frame = self.measurements()
-        if out.suffix == ".parquet":
-            frame.to_parquet(out, index=False)
-        elif out.suffix == ".csv":
-            frame.to_csv(out, index=False)
-        else:
-            raise StoreError(f"cannot export to {out}: use a .parquet or .csv file")
-        return out
+        return write_table(self.measurements(), out)
 
 
 def _json(value: Any) -> str | None:
