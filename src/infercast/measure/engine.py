@@ -132,6 +132,11 @@ class Engine:
         except WorkerFailure:
             worker.kill()
 
+    def _drop(self, worker: Worker) -> None:
+        """After a failed step: a worker that survived it is reused, a dead one forgotten."""
+        if worker.alive:
+            self._release(worker)
+
     def run(
         self,
         items: Iterable[Item],
@@ -150,9 +155,8 @@ class Engine:
                         worker.call("load", item.model, item.input_shape, item.batch)
                         active.append(_Active(item, worker, cpu_start=cpu_times()))
                     except WorkerFailure as failure:
+                        self._drop(worker)
                         on_failure(item, failure.kind, failure.reason)
-                        if worker.alive:
-                            self._release(worker)
                 self._round(active, on_failure)
                 if on_round is not None:
                     on_round()
@@ -173,6 +177,7 @@ class Engine:
                 samples = state.worker.call("round", self.protocol.round_s)[1]
             except WorkerFailure as failure:
                 active.remove(state)
+                self._drop(state.worker)
                 on_failure(state.item, failure.kind, failure.reason)
                 continue
             state.rounds.append(samples)
@@ -204,6 +209,7 @@ class Engine:
             energy, reason = self._energy(state.worker)
             ops = state.worker.call("ops", self.op_runs)[1] if self.op_runs else []
         except WorkerFailure as failure:
+            self._drop(state.worker)
             on_failure(state.item, failure.kind, failure.reason)
             return
         measurement = Measurement(
