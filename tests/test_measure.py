@@ -27,7 +27,7 @@ def test_measures_a_real_model(backend: str) -> None:
     assert result["low_ms"] <= result["median_ms"] <= result["p90_ms"] <= result["p99_ms"]
     assert result["ci_low_ms"] <= result["median_ms"] <= result["ci_high_ms"]
     assert result["peak_memory_bytes"] > 0
-    expected = {"ort-cpu": "process peak RSS", "torch-cpu": "torch.profiler running sum"}[backend]
+    expected = {"ort-cpu": "heap bytes the session holds", "torch-cpu": "torch.profiler running sum"}[backend]
     assert result["peak_memory_definition"].startswith(expected)
     if result["energy_j"] is None:  # this host has no sensor: the reason is stored, no number
         assert result["energy_reason"].startswith("no energy sensor on this host")

@@ -47,16 +47,30 @@ def measure(
     group: int = typer.Option(4, "--group", help="models whose rounds are interleaved"),
     timeout_s: float = typer.Option(180.0, "--timeout-s", help="a worker step taking longer fails its model"),
     energy: bool = typer.Option(True, "--energy/--no-energy", help="read the energy sensor, if any"),
+    db: Path | None = typer.Option(None, "--db", help="also store models and results in this store"),
+    campaign: str = typer.Option("models", "--campaign", help="campaign name in the store (with --db)"),
+    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
+    op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Measure latency, peak memory and energy of MODELS on this machine, each in its own process."""
+    """Measure latency, peak memory and energy of MODELS on this machine, each in its own process.
+
+    With --db the results are stored too, and models the campaign already holds are not re-measured."""
     from infercast.measure import measure as run_measure
 
     def body() -> list[dict[str, Any]]:
         chosen = _backend(backend, threads, opt_level)
         protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
         with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
-            return run_measure(models, chosen, protocol, energy)
+            return run_measure(
+                models,
+                chosen,
+                protocol,
+                energy,
+                db=db,
+                campaign=campaign,
+                op_runs=op_runs if ops else 0,
+            )
 
     results = run_guarded(body)
     if as_json:

@@ -1,7 +1,8 @@
 """Measurement: backends × sensors × protocol, run in isolated worker processes.
 
 - ``measure(models, backend)``: measure a few model strings now, return their statistics.
-- ``profile(space, n, seed, backend, db)``: a resumable campaign over a design space into a store.
+- ``profile(space, n, seed, backend, db)``: a resumable campaign over a design space into a store;
+  ``measure(models, db=...)`` the same for a list of model strings.
 
 Backends live in ``measure.backends`` (one file each), energy sensors in ``measure.sensors``, the
 latency protocol in ``measure.protocol``.
@@ -9,6 +10,7 @@ latency protocol in ``measure.protocol``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +26,17 @@ from infercast.measure.protocol import Protocol
 from infercast.measure.sensors import NoSensor, detect
 from infercast.store import Measurement, Platform, Store
 
-__all__ = ["Engine", "Item", "MeasureError", "Protocol", "measure", "platform_of", "profile"]
+__all__ = [
+    "Engine",
+    "Item",
+    "MeasureError",
+    "Protocol",
+    "measure",
+    "model_configs",
+    "platform_of",
+    "profile",
+    "run_campaign",
+]
 
 
 def platform_of(backend: Backend) -> Platform:
@@ -40,11 +52,19 @@ def measure(
     backend: str | Backend = "ort-cpu",
     protocol: Protocol | None = None,
     energy: bool = True,
+    db: str | Path | None = None,
+    campaign: str = "models",
+    op_runs: int = 0,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
     **settings: Any,
 ) -> list[dict[str, Any]]:
-    """Measure model strings; one dict per model: the statistics, or ``failure`` with its reason."""
+    """Measure model strings; one dict per model: the statistics, or ``failure`` with its reason.
+
+    With ``db`` the models (with their analytic features) and results also go into that store
+    under ``campaign``; models the campaign already holds are not measured again (their stored
+    figures are returned, with ``"stored": True``).
+    """
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
-    engine = Engine(chosen, protocol, _sensor(chosen, energy))
     results: dict[str, dict[str, Any]] = {}
 
     def keep(item: Item, m: Measurement) -> None:
@@ -53,9 +73,53 @@ def measure(
     def fail(item: Item, kind: str, reason: str) -> None:
         results[item.key] = {"model": item.model, "failure": kind, "reason": reason}
 
-    items = [Item(str(i), model) for i, model in enumerate(models)]
-    engine.run(items, keep, fail)
-    return [results[item.key] for item in items]
+    if db is None:
+        items = [Item(str(i), model) for i, model in enumerate(models)]
+        Engine(chosen, protocol, _sensor(chosen, energy), op_runs=op_runs).run(items, keep, fail)
+        return [results[item.key] for item in items]
+    rows = model_configs(models)
+    run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail)
+    with Store(db) as store:
+        stored = store.measurements(platform_of(chosen).id)
+    stored = stored[stored["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
+    out = []
+    for row in rows:
+        if row["id"] in results:
+            out.append(results[row["id"]])
+        elif row["id"] in stored.index:
+            record = stored.loc[row["id"]]
+            out.append({"model": row["model"], "stored": True, **_stored_figures(record)})
+        else:
+            out.append({"model": row["model"], "failure": "stored", "reason": "failed in an earlier run"})
+    return out
+
+
+def model_configs(models: list[str]) -> list[dict[str, Any]]:
+    """Store rows for model strings: a stable id from the string, the analytic features."""
+    from infercast.features import features
+    from infercast.graph import capture
+    from infercast.models import load_model
+
+    rows = []
+    for model in models:
+        loaded = load_model(model)
+        graph = capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape)
+        rows.append(
+            {
+                "id": hashlib.sha1(f"{model}|{list(loaded.input_shape)}".encode()).hexdigest()[:16],
+                "model": model,
+                "space": None,
+                "params": {"input_shape": list(loaded.input_shape)},
+                "features": features(graph),
+            }
+        )
+    return rows
+
+
+def _stored_figures(record: Any) -> dict[str, Any]:
+    names = ("n", "median_ms", "mean_ms", "low_ms", "ci_low_ms", "ci_high_ms", "cv", "cap_hit", "contention")
+    extra = ("peak_memory_bytes", "peak_memory_definition", "energy_j", "energy_reason", "energy_sensor")
+    return {name: _plain(record[name]) for name in (*names, *extra)}
 
 
 def profile(
@@ -87,25 +151,43 @@ def profile(
     configs = family.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
     features = family.features(configs)
     campaign = campaign or f"{family.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
-    platform = platform_of(chosen)
     names = [p.name for p in family.params]
+    rows = [
+        {
+            "id": row["id"],
+            "model": row["model"],
+            "space": family.string_name,
+            "params": {k: _plain(row[k]) for k in names},
+            "features": {k: float(v) for k, v in features.loc[index].items()},
+        }
+        for index, row in configs.iterrows()
+    ]
+    return run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress)
+
+
+def run_campaign(
+    rows: list[dict[str, Any]],
+    db: str | Path,
+    backend: Backend,
+    campaign: str,
+    protocol: Protocol | None = None,
+    energy: bool = True,
+    op_runs: int = 0,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+    on_result: Callable[[Item, Measurement], None] | None = None,
+    on_failure: Callable[[Item, str, str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
+    campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``."""
+    platform = platform_of(backend)
     summary: dict[str, Any] = {"campaign": campaign, "platform_id": platform.id, "done": 0, "failed": 0}
     widths: list[float] = []
     with Store(db) as store:
         store.add_platform(platform)
-        store.add_configs(
-            {
-                "id": row["id"],
-                "model": row["model"],
-                "space": family.string_name,
-                "params": {k: _plain(row[k]) for k in names},
-                "features": {k: float(v) for k, v in features.loc[index].items()},
-            }
-            for index, row in configs.iterrows()
-        )
+        store.add_configs(rows)
         finished = store.done(platform.id, campaign)
-        todo = [Item(row["id"], row["model"]) for _, row in configs.iterrows() if row["id"] not in finished]
-        summary["skipped"] = len(configs) - len(todo)
+        todo = [Item(row["id"], row["model"]) for row in rows if row["id"] not in finished]
+        summary["skipped"] = len(rows) - len(todo)
         summary["todo"] = len(todo)
         report = progress or (lambda event, state: None)
         report("start", summary)
@@ -114,14 +196,18 @@ def profile(
             store.add_measurement(platform.id, campaign, m)
             summary["done"] += 1
             widths.append((m.ci_high_ms - m.ci_low_ms) / 2 / m.median_ms)
+            if on_result is not None:
+                on_result(item, m)
             report("done", summary)
 
         def fail(item: Item, kind: str, reason: str) -> None:
             store.add_failure(item.key, platform.id, campaign, kind, reason)
             summary["failed"] += 1
+            if on_failure is not None:
+                on_failure(item, kind, reason)
             report("failed", summary)
 
-        engine = Engine(chosen, protocol, _sensor(chosen, energy), op_runs=op_runs)
+        engine = Engine(backend, protocol, _sensor(backend, energy), op_runs=op_runs)
         engine.run(todo, keep, fail, on_round=lambda: report("round", summary))
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary

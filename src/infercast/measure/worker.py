@@ -6,6 +6,7 @@ exhausts memory costs only its worker, which the parent kills and replaces.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import re
 from multiprocessing.connection import Connection
@@ -18,6 +19,15 @@ RSS_DEFINITION = "process peak RSS increase over the session (weights, arena, ac
 def _status(key: str) -> int:
     match = re.search(rf"{key}:\s+(\d+) kB", Path("/proc/self/status").read_text())
     return int(match.group(1)) * 1024 if match else 0
+
+
+def _return_free_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc ``malloc_trim``). Without it a session reuses
+    what building and exporting the model freed, and its peak shows no RSS increase at all."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return
 
 
 def _reset_peak_rss() -> bool:
@@ -52,6 +62,7 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
                     session.close()
                     session = None
                 gc.collect()
+                _return_free_heap()
                 baseline = _status("VmRSS") if backend.memory_from_load and _reset_peak_rss() else None
                 loaded = load_model(model, input_shape, batch)
                 shape = loaded.input_shape
@@ -59,6 +70,7 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
                 if not backend.memory_from_load:
                     del loaded
                     gc.collect()
+                    _return_free_heap()
                     baseline = _status("VmRSS") if _reset_peak_rss() else None
                 session = backend.open(prepared, shape)
                 del prepared

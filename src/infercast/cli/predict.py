@@ -1,0 +1,221 @@
+"""``infercast train | predict | evaluate | train-ops | predict-ops``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from infercast.cli import MODEL_HELP, Table, app, console, print_json, run_guarded
+
+_SHOWN = ("r2", "mape", "within_10pct", "spearman", "coverage")
+
+
+def _metric(value: Any, name: str) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if name in ("within_10pct", "within_5pct", "coverage"):
+        return f"{value:.1%}"
+    if name in ("mape", "median_ape", "rmspe"):
+        return f"{value:.2f} %"
+    return f"{value:.4f}"
+
+
+def _metrics_table(title: str, scores: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title=title)
+    table.add_column("target / model")
+    table.add_column("n", justify="right")
+    for name in _SHOWN:
+        table.add_column(name.replace("within_10pct", "±10 %"), justify="right")
+    for target, metrics in scores.items():
+        table.add_row(target, str(metrics["n"]), *(_metric(metrics.get(m), m) for m in _SHOWN))
+        for baseline, values in metrics.get("baselines", {}).items():
+            table.add_row(
+                f"  {baseline} baseline", str(values["n"]), *(_metric(values.get(m), m) for m in _SHOWN)
+            )
+    return table
+
+
+@app.command()
+def train(
+    db: Path = typer.Option(Path("runs.db"), "--db", help="the store to learn from"),
+    out: Path = typer.Option(..., "--out", help="predictor directory to write"),
+    platform: str | None = typer.Option(
+        None, "--platform", help="platform id (or prefix); optional with one"
+    ),
+    latency_stat: str = typer.Option(
+        "low_ms", "--latency-stat", help="low_ms, median_ms, mean_ms, p10_ms, p90_ms"
+    ),
+    test_size: float = typer.Option(0.2, "--test-size", help="share of configs held out to score"),
+    seed: int = typer.Option(0, "--seed"),
+    campaign: list[str] | None = typer.Option(None, "--campaign", help="train on these campaigns only"),
+    opwise: bool = typer.Option(True, "--opwise/--no-opwise", help="also train the op-wise predictor"),
+    n_estimators: int = typer.Option(600, "--n-estimators", help="boosting rounds of XGBoost / LightGBM"),
+    forest_estimators: int = typer.Option(300, "--forest-estimators", help="extremely-randomized trees"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Train the CARB cascade blend (and the op-wise predictor) on a store's measurements."""
+    from infercast.predict import CascadeBlend
+    from infercast.predict.api import train as run_train
+
+    def body() -> dict[str, Any]:
+        blend = CascadeBlend(n_estimators=n_estimators, forest_estimators=forest_estimators, seed=seed)
+        with console.status("training", spinner="dots") as status:
+            return run_train(
+                db,
+                out,
+                platform,
+                latency_stat,
+                test_size,
+                seed,
+                opwise,
+                blend,
+                campaign or None,
+                progress=None if as_json else lambda message: status.update(message),
+            )
+
+    summary = run_guarded(body)
+    if as_json:
+        print_json(summary)
+        return
+    console.print(f"predictor written to {summary['predictor']} (platform {summary['platform']})")
+    console.print(
+        _metrics_table(
+            f"held-out configs ({summary['n_test']}; trained on {summary['n_train']})",
+            summary["test_metrics"],
+        )
+    )
+    for target, reason in summary["unavailable"].items():
+        console.print(f"{target}: unavailable — {reason}")
+    if summary.get("opwise_test_metrics"):
+        console.print(
+            _metrics_table("op-wise latency, held-out configs", {"latency": summary["opwise_test_metrics"]})
+        )
+    elif "opwise" in summary:
+        console.print(f"op-wise: {summary['opwise']}")
+
+
+@app.command()
+def predict(
+    models: list[str] = typer.Argument(..., help=MODEL_HELP + " or space:NAME?k=v"),
+    predictor: Path = typer.Option(..., "--predictor", help="predictor directory (from infercast train)"),
+    input_shape: str | None = typer.Option(None, "--input-shape", help="e.g. 1x3x224x224"),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Predict latency, energy and peak memory of MODELS on the predictor's platform."""
+    from infercast.predict.api import predict_models
+
+    results = run_guarded(lambda: predict_models(predictor, models, input_shape, batch_size))
+    if as_json:
+        print_json(results)
+        return
+    table = Table(title=f"predicted by {predictor}")
+    for column in ("model", "latency ms (90 % interval)", "op-wise ms", "peak memory MB", "energy J", "ood"):
+        table.add_column(column, justify="left" if column in ("model", "ood") else "right")
+    for r in results:
+        latency = _with_interval(r, "latency_ms")
+        memory = _with_interval(r, "peak_memory_mb")
+        energy = _with_interval(r, "energy_j") if r["energy_j"] is not None else "n/a"
+        opwise = f"{r['opwise']['latency_ms']:.3g}" if "opwise" in r else "–"
+        ood = f"[yellow]yes[/]: {r['ood_reason']}" if r["ood"] else "no"
+        table.add_row(r["model"], latency, opwise, memory, energy, ood)
+    console.print(table)
+    reasons = {r.get("energy_j_reason") for r in results if r.get("energy_j") is None}
+    for reason in reasons - {None}:
+        console.print(f"energy: {reason}")
+
+
+def _with_interval(result: dict[str, Any], key: str) -> str:
+    if result.get(key) is None:
+        return "n/a"
+    low, high = result[f"{key}_interval"]
+    return f"{result[key]:.3g} ({low:.3g}–{high:.3g})"
+
+
+@app.command()
+def evaluate(
+    predictor: Path = typer.Option(..., "--predictor", help="predictor directory"),
+    db: Path = typer.Option(Path("runs.db"), "--db", help="store with measurements to score against"),
+    platform: str | None = typer.Option(None, "--platform", help="score on another platform of the store"),
+    campaign: list[str] | None = typer.Option(None, "--campaign", help="score these campaigns only"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Score a predictor on measured configs it never trained on, next to the FLOPs baselines."""
+    from infercast.predict.api import evaluate as run_evaluate
+
+    result = run_guarded(lambda: run_evaluate(predictor, db, platform, campaign or None))
+    if as_json:
+        print_json(result)
+        return
+    title = (
+        f"{result['n_evaluated']} configs of {result['db']} "
+        f"({result['n_excluded_as_training']} left out: used in training)"
+    )
+    console.print(_metrics_table(title, result["targets"]))
+    if not result["same_platform"]:
+        console.print(f"[yellow]note[/]: platform {result['platform']} is not the predictor's own")
+    if "opwise" in result:
+        console.print(_metrics_table("op-wise latency", {"latency": result["opwise"]}))
+    for target, reason in result["unavailable"].items():
+        console.print(f"{target}: unavailable — {reason}")
+
+
+@app.command("train-ops")
+def train_ops(
+    ops: Path = typer.Option(..., "--ops", help="op table (.parquet / .csv, columns in docs/formats.md)"),
+    e2e: Path = typer.Option(..., "--e2e", help="end-to-end table: model, latency_ms"),
+    out: Path = typer.Option(..., "--out", help="predictor directory to write"),
+    test_size: float = typer.Option(0.2, "--test-size", help="share of models held out to score"),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Train the op-wise latency predictor from op measurements of any runtime."""
+    from infercast.predict.api import train_ops as run_train_ops
+
+    def body() -> dict[str, Any]:
+        with console.status("training the op-wise predictor", spinner="dots"):
+            return run_train_ops(ops, e2e, out, test_size, seed)
+
+    summary = run_guarded(body)
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"op-wise predictor written to {summary['predictor']}: {summary['n_train_models']} models, "
+        f"{summary['training']['n_kernels']} kernels; kernel types {summary['training']['kernel_types']}"
+    )
+    if summary["test_metrics"]:
+        console.print(
+            _metrics_table(
+                f"{summary['n_test_models']} held-out models", {"latency": summary["test_metrics"]}
+            )
+        )
+
+
+@app.command("predict-ops")
+def predict_ops(
+    predictor: Path = typer.Option(..., "--predictor", help="op-wise predictor directory"),
+    ops: Path = typer.Option(..., "--ops", help="op table of the models to predict"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Predict end-to-end latency of every model in an op table."""
+    from infercast.predict.api import predict_ops as run_predict_ops
+
+    results = run_guarded(lambda: run_predict_ops(predictor, ops))
+    if as_json:
+        print_json(results)
+        return
+    table = Table(title=f"predicted by {predictor}")
+    for column in ("model", "latency ms", "90 % interval", "Σ kernels ms", "ood"):
+        table.add_column(column, justify="left" if column in ("model", "ood") else "right")
+    for r in results:
+        table.add_row(
+            r["model"],
+            f"{r['latency_ms']:.4g}",
+            f"{r['latency_ms_low']:.4g}–{r['latency_ms_high']:.4g}",
+            f"{r['kernel_sum_ms']:.4g}",
+            f"[yellow]yes[/]: {r['ood_reason']}" if r["ood"] else "no",
+        )
+    console.print(table)

@@ -1,0 +1,48 @@
+"""Predictors: learn a platform's cost behaviour from measurements, predict it for unseen models.
+
+- ``CascadeBlend``: CARB's model-level cascade of blended tree ensembles (memory → energy → latency);
+- ``OpWise``: an operation-wise latency predictor (executed kernels + a learned overhead model);
+- ``FlopsProportional`` / ``LogLinear``: the baselines every evaluation is compared with;
+- ``training_data(store)``: the training table of a store; ``load(folder)``: any predictor directory.
+
+``predict`` learns from tables and never measures anything itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infercast.predict.artifact import read_meta
+from infercast.predict.baselines import FlopsProportional, LogLinear
+from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
+from infercast.predict.data import TrainingData, model_features, resolve_platform, training_data
+from infercast.predict.errors import PredictorError
+from infercast.predict.metrics import regression_metrics
+from infercast.predict.opwise import OpWise
+
+__all__ = [
+    "TARGETS",
+    "CascadeBlend",
+    "FlopsProportional",
+    "LogLinear",
+    "OpWise",
+    "PredictorError",
+    "TrainingData",
+    "load",
+    "model_features",
+    "regression_metrics",
+    "resolve_platform",
+    "stratified_split",
+    "training_data",
+]
+
+
+def load(folder: str | Path) -> Any:
+    """Load any predictor directory (``CascadeBlend`` or ``OpWise``) by the kind in its meta.json."""
+    kind = read_meta(folder).get("kind")
+    if kind == "cascade-blend":
+        return CascadeBlend.load(folder)
+    if kind == "opwise":
+        return OpWise.load(folder)
+    raise PredictorError(f"{folder}: unknown predictor kind {kind!r}")

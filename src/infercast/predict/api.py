@@ -1,0 +1,255 @@
+"""What the CLI's ``train``, ``predict``, ``evaluate``, ``train-ops`` and ``predict-ops`` do, as
+functions: each returns plain data (dicts / lists) a program can use as is.
+
+A predictor directory from ``train`` holds the CARB ``CascadeBlend`` and, when the store has op
+profiles, the ``OpWise`` predictor in ``opwise/``. Both record the platform they were trained on
+and the config ids they saw, so ``evaluate`` scores only configs the predictor never trained on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
+from infercast.predict.data import feature_frame, resolve_platform, training_data
+from infercast.predict.errors import PredictorError
+from infercast.predict.opwise import OpWise, read_table, store_tables
+from infercast.store import Store
+
+Progress = Callable[[str], None]
+
+
+def _platform_meta(platform: dict[str, Any]) -> dict[str, Any]:
+    return {k: platform[k] for k in ("id", "backend", "settings", "fingerprint")}
+
+
+def train(
+    db: str | Path,
+    out: str | Path,
+    platform: str | None = None,
+    latency_stat: str = "low_ms",
+    test_size: float = 0.2,
+    seed: int = 0,
+    opwise: bool = True,
+    blend: CascadeBlend | None = None,
+    campaigns: list[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Train on a store's measurements of one platform, hold out ``test_size`` (stratified by batch
+    × depth tier), score the held-out configs, and write the predictor directory ``out``."""
+    say = progress or (lambda message: None)
+    with Store(db) as store:
+        data = training_data(store, platform, latency_stat, campaigns)
+        ops_tables = None
+        if opwise and not store.op_measurements().empty:
+            ops_tables = store_tables(store, data.platform["id"], latency_stat)
+    if len(data.x) < 12:
+        raise PredictorError(
+            f"{db}: only {len(data.x)} measured configs on this platform; train needs 12 or more"
+        )
+    train_rows, test_rows = stratified_split(data.x, test_size, seed)
+    model = blend or CascadeBlend(seed=seed)
+    say(f"training the cascade blend on {len(train_rows)} configs")
+    model.fit(data.x.iloc[train_rows], data.y.iloc[train_rows])
+    scores = model.score(data.x.iloc[test_rows], data.y.iloc[test_rows])
+    spaces = sorted({m.split("?")[0] for m in data.models if isinstance(m, str)})
+    metadata = {
+        "platform": _platform_meta(data.platform),
+        "training": {
+            "db": str(db),
+            "latency_stat": latency_stat,
+            "campaigns": campaigns,
+            "models": spaces,
+            "n_train": len(train_rows),
+            "n_test": len(test_rows),
+            "train_config_ids": sorted(data.config_ids[train_rows].tolist()),
+            "test_metrics": scores,
+        },
+    }
+    out = Path(out)
+    model.save(out, metadata)
+    summary: dict[str, Any] = {
+        "predictor": str(out),
+        "platform": data.platform["id"],
+        "n_train": len(train_rows),
+        "n_test": len(test_rows),
+        "unavailable": model.unavailable,
+        "test_metrics": scores,
+        "blend_weights": {t: s.weights for t, s in model.stages.items()},
+        "corrector": {t: s.corrector_note for t, s in model.stages.items()},
+    }
+    if ops_tables is not None:
+        ops, e2e = ops_tables
+        train_ids = set(data.config_ids[train_rows])
+        test_ids = set(data.config_ids[test_rows])
+        profiled = len(train_ids & set(ops["model"]))
+        say(f"training the op-wise predictor on the op profiles of {profiled} configs")
+        op_model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
+        held = ops[ops["model"].isin(test_ids)]
+        op_scores = op_model.score(held.drop(columns="latency_ms"), e2e) if len(held) else {}
+        op_model.save(out / "opwise", {"platform": _platform_meta(data.platform), "test_metrics": op_scores})
+        summary["opwise_test_metrics"] = op_scores
+    elif opwise:
+        summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
+    return summary
+
+
+def _predictor(folder: str | Path) -> CascadeBlend:
+    return CascadeBlend.load(folder)
+
+
+def _opwise(folder: str | Path) -> OpWise | None:
+    sub = Path(folder) / "opwise"
+    return OpWise.load(sub) if (sub / "meta.json").is_file() else None
+
+
+def predict_models(
+    folder: str | Path,
+    models: list[str],
+    input_shape: str | None = None,
+    batch_size: int | None = None,
+) -> list[dict[str, Any]]:
+    """Predict model strings (any the loader takes): per model latency_ms, energy_j (or None with
+    the reason), peak_memory_mb, their intervals, ``ood`` with its reason, and the op-wise latency
+    where the predictor has one."""
+    from infercast.features import features
+    from infercast.graph import capture
+    from infercast.models import load_model
+    from infercast.predict.fusion import kernel_table, rules_for
+
+    blend = _predictor(folder)
+    opwise = _opwise(folder)
+    platform = blend.metadata.get("platform", {})
+    settings = platform.get("settings", {})
+    graphs = []
+    for model in models:
+        loaded = load_model(model, input_shape, batch_size)
+        graphs.append(
+            capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape)
+        )
+
+    x = feature_frame([features(g) for g in graphs], settings)
+    predicted = blend.predict(x)
+    op_predicted = None
+    if opwise is not None:
+        rules = rules_for(platform.get("backend", "ort-cpu"), settings)
+        table = pd.concat(
+            [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)], ignore_index=True
+        )
+        op_predicted = opwise.predict(table)
+    results = []
+    for i, model in enumerate(models):
+        row = predicted.iloc[i]
+        result: dict[str, Any] = {"model": model, "input_shape": list(graphs[i].input_shape)}
+        for target, column in TARGETS.items():
+            if target in blend.unavailable or target not in blend.stages:
+                result[column] = None
+                result[f"{column}_reason"] = blend.unavailable.get(target, "not trained")
+                continue
+            result[column] = float(row[column])
+            result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
+        result["ood"] = bool(row["ood"])
+        result["ood_reason"] = row["ood_reason"] or None
+        if op_predicted is not None:
+            op_row = op_predicted.loc[str(i)]
+            result["opwise"] = {
+                "latency_ms": float(op_row["latency_ms"]),
+                "latency_ms_interval": [float(op_row["latency_ms_low"]), float(op_row["latency_ms_high"])],
+                "kernel_sum_ms": float(op_row["kernel_sum_ms"]),
+                "ood": bool(op_row["ood"]),
+                "ood_reason": op_row["ood_reason"] or None,
+            }
+        results.append(result)
+    return results
+
+
+def evaluate(
+    folder: str | Path, db: str | Path, platform: str | None = None, campaigns: list[str] | None = None
+) -> dict[str, Any]:
+    """Score a predictor on a store's measurements of its platform that it never trained on:
+    per target R², MAE, MAPE, RMSPE, ±5 %/±10 %, Spearman, Kendall, interval coverage, next to the
+    baselines (and the op-wise predictor where there is one and the store has op profiles)."""
+    blend = _predictor(folder)
+    own = blend.metadata.get("platform", {})
+    with Store(db) as store:
+        chosen = resolve_platform(store, platform or own.get("id"))
+        stat = blend.metadata.get("training", {}).get("latency_stat", "low_ms")
+        data = training_data(store, chosen["id"], stat, campaigns)
+        has_ops = not store.op_measurements().empty
+        ops_tables = store_tables(store, chosen["id"]) if has_ops else None
+    seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
+    keep = np.array([cid not in seen for cid in data.config_ids])
+    if not keep.any():
+        raise PredictorError(f"every config of {db} on this platform was used to train the predictor")
+    scores = blend.score(data.x[keep], data.y[keep])
+    out: dict[str, Any] = {
+        "predictor": str(folder),
+        "db": str(db),
+        "platform": chosen["id"],
+        "same_platform": chosen["id"] == own.get("id"),
+        "n_evaluated": int(keep.sum()),
+        "n_excluded_as_training": int((~keep).sum()),
+        "targets": scores,
+        "unavailable": blend.unavailable,
+    }
+    opwise = _opwise(folder)
+    if opwise is not None and ops_tables is not None:
+        ops, e2e = ops_tables
+        unseen = set(data.config_ids[keep]) & set(ops["model"])
+        if unseen:
+            out["opwise"] = opwise.score(ops[ops["model"].isin(unseen)].drop(columns="latency_ms"), e2e)
+    return out
+
+
+def train_ops(
+    ops_path: str | Path, e2e_path: str | Path, out: str | Path, test_size: float = 0.2, seed: int = 0
+) -> dict[str, Any]:
+    """The table route: train an ``OpWise`` from op and end-to-end tables (docs/formats.md),
+    holding out ``test_size`` of the models to report accuracy, and save it to ``out``."""
+    ops, e2e = read_table(ops_path), read_table(e2e_path)
+    if "latency_ms" not in ops.columns:
+        raise PredictorError(f"{ops_path}: the op table needs a latency_ms column to train on")
+    models = sorted(set(ops["model"].astype(str)) & set(e2e["model"].astype(str)))
+    if len(models) < 3:
+        raise PredictorError(f"only {len(models)} models appear in both tables; train-ops needs 3 or more")
+    rng = np.random.default_rng(seed)
+    n_test = max(1, math.floor(len(models) * test_size)) if test_size > 0 else 0
+    test = set(rng.permutation(models)[:n_test].tolist())
+    train_models = [m for m in models if m not in test]
+    ops = ops.assign(model=ops["model"].astype(str))
+    e2e = e2e.assign(model=e2e["model"].astype(str))
+    model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)])
+    scores = model.score(ops[ops["model"].isin(test)].drop(columns="latency_ms"), e2e) if test else {}
+    model.save(out, {"training": {"ops": str(ops_path), "e2e": str(e2e_path)}, "test_metrics": scores})
+    return {
+        "predictor": str(out),
+        "n_train_models": len(train_models),
+        "n_test_models": len(test),
+        "test_metrics": scores,
+        "training": model.training,
+    }
+
+
+def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]]:
+    """Predict every model of an op table (latencies, if present, are ignored)."""
+    model = OpWise.load(folder)
+    table = read_table(ops_path)
+    predicted = model.predict(table.drop(columns=["latency_ms"], errors="ignore"))
+    return [
+        {
+            "model": str(name),
+            "latency_ms": float(row["latency_ms"]),
+            "latency_ms_low": float(row["latency_ms_low"]),
+            "latency_ms_high": float(row["latency_ms_high"]),
+            "kernel_sum_ms": float(row["kernel_sum_ms"]),
+            "ood": bool(row["ood"]),
+            "ood_reason": row["ood_reason"] or None,
+        }
+        for name, row in predicted.iterrows()
+    ]

@@ -1,0 +1,110 @@
+"""Predictor directories: native model files + ``meta.json``; loading never executes code.
+
+``meta.json`` carries the format and its version, the predictor kind, the feature schema it was
+trained on, the platform (backend, settings, fingerprint), the library versions that wrote it and
+the training metrics. A directory from another format version or feature schema is refused with
+a message that says what to do, never half-loaded. docs/formats.md documents every field.
+"""
+
+from __future__ import annotations
+
+import json
+import platform as host
+import time
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from infercast.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from infercast.predict.errors import PredictorError
+
+FORMAT = "infercast-predictor"
+FORMAT_VERSION = 1
+_LIBRARIES = (
+    "infercast",
+    "xgboost-cpu",
+    "xgboost",
+    "lightgbm",
+    "scikit-learn",
+    "numpy",
+    "onnxruntime",
+    "torch",
+)
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": host.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def write_meta(folder: Path, kind: str, body: dict[str, Any], metadata: dict[str, Any] | None) -> Path:
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "feature_schema": FEATURE_SCHEMA_VERSION,
+        "libraries": library_versions(),
+        **(metadata or {}),
+        **body,
+    }
+    path = folder / "meta.json"
+    path.write_text(json.dumps(meta, indent=1, default=_plain) + "\n")
+    return path
+
+
+def read_meta(folder: str | Path, kind: str | None = None) -> dict[str, Any]:
+    folder = Path(folder)
+    path = folder / "meta.json"
+    if not path.is_file():
+        raise PredictorError(f"{folder}: not a predictor directory (no meta.json)")
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PredictorError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise PredictorError(f"{path}: not an infercast predictor (format={meta.get('format')!r})")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise PredictorError(
+            f"{path}: predictor format version {meta.get('format_version')!r}, this infercast reads "
+            f"{FORMAT_VERSION}; retrain it with `infercast train`"
+        )
+    if kind is not None and meta.get("kind") != kind:
+        raise PredictorError(f"{folder}: a {meta.get('kind')!r} predictor, not a {kind!r} one")
+    return meta
+
+
+def check_feature_schema(meta: dict[str, Any], folder: Path, names: list[str]) -> None:
+    if meta.get("feature_schema") != FEATURE_SCHEMA_VERSION:
+        raise PredictorError(
+            f"{folder}: trained on feature schema {meta.get('feature_schema')!r}, this infercast computes "
+            f"schema {FEATURE_SCHEMA_VERSION}; retrain it with `infercast train`"
+        )
+    unknown = [n for n in names if n not in FEATURE_NAMES and n != "threads" and not n.startswith("log_")]
+    if unknown:
+        raise PredictorError(
+            f"{folder}: meta.json names features this infercast does not know: {unknown[:5]}"
+        )
+
+
+def inside_folder(folder: Path, filename: str) -> Path:
+    """A file named by meta.json, refused if the name escapes the predictor directory."""
+    path = (folder / filename).resolve()
+    if folder.resolve() not in path.parents:
+        raise PredictorError(f"{folder}: meta.json names a file outside the directory: {filename!r}")
+    if not path.is_file():
+        raise PredictorError(f"{folder}: {filename} is missing (the predictor directory is incomplete)")
+    return path
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to meta.json")

@@ -1,0 +1,481 @@
+"""CARB's model-level predictor: a cascade of blended tree ensembles on log targets.
+
+Per target, in cascade order (memory → energy → latency by default; each later stage also gets the
+earlier stages' log predictions as features):
+
+1. XGBoost, LightGBM and extremely-randomized trees are fitted on ``log(target)`` minus a
+   log-linear trend in FLOPs, parameters and bytes moved (``detrend``, on by default; not in the
+   paper): trees cannot extrapolate, so a config larger than any seen would otherwise be
+   predicted as the largest one seen — with the trend it follows the trend's slope;
+2. their out-of-fold predictions (folds stratified by batch tier × depth tier, as in the paper)
+   choose the blend weights by non-negative least squares, normalised to sum to 1;
+3. a small LightGBM **residual corrector** for small batches (``batch <= small_batch``, where
+   fixed per-call overheads bend the scaling) is fitted on the out-of-fold residuals of those rows
+   and kept only if it lowers their cross-validated error;
+4. a split-conformal interval: the ``interval`` quantile of the out-of-fold absolute log
+   residuals, so ``[pred · e^-q, pred · e^q]`` holds that share of unseen truths.
+
+A target with no data (energy on a host without a sensor) is skipped and reported as unavailable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from infercast.predict.artifact import check_feature_schema, inside_folder, read_meta, write_meta
+from infercast.predict.baselines import fit_baselines, load_baselines
+from infercast.predict.errors import PredictorError
+from infercast.predict.learners import LEARNERS, LightGBMLearner
+from infercast.predict.metrics import regression_metrics
+from infercast.predict.ood import OODDetector
+
+TARGETS: dict[str, str] = {"memory": "peak_memory_mb", "energy": "energy_j", "latency": "latency_ms"}
+DEFAULT_ORDER: tuple[str, ...] = ("memory", "energy", "latency")
+BATCH_TIERS = (1, 8, 32)
+_TREND_COLUMNS = ("flops", "params", "weight_bytes", "activation_bytes")
+_BODY_KEYS = {
+    "params",
+    "feature_names",
+    "depth_edges",
+    "stages",
+    "unavailable",
+    "baselines",
+}  # batch 1 | 2–8 | 9–32 | > 32
+
+
+def strata(batch: np.ndarray, depth: np.ndarray, depth_edges: np.ndarray) -> np.ndarray:
+    """Batch tier × depth tier, the split CARB stratifies on."""
+    batch_tier = np.searchsorted(np.asarray(BATCH_TIERS), np.asarray(batch), side="left")
+    depth_tier = np.searchsorted(depth_edges, np.asarray(depth), side="right")
+    return batch_tier * 10 + depth_tier
+
+
+def depth_edges(depth: np.ndarray) -> np.ndarray:
+    return np.unique(np.quantile(np.asarray(depth, dtype=np.float64), [1 / 3, 2 / 3]))
+
+
+def stratified_split(x: pd.DataFrame, test_size: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Train / test row positions, stratified by batch tier × depth tier."""
+    if not 0 < test_size < 1:
+        raise PredictorError(f"test_size={test_size!r} must lie strictly between 0 and 1")
+    labels = _mergeable(strata(x["batch"], x["depth"], depth_edges(x["depth"])), math.ceil(1 / test_size))
+    rng = np.random.default_rng(seed)
+    test = []
+    for label in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        test.extend(members[: max(1, round(len(members) * test_size))])
+    test_index = np.sort(np.asarray(test, dtype=np.int64))
+    return np.setdiff1d(np.arange(len(x)), test_index), test_index
+
+
+def _mergeable(labels: np.ndarray, minimum: int) -> np.ndarray:
+    """Strata too small to spread over the folds join the largest one."""
+    values, counts = np.unique(labels, return_counts=True)
+    largest = values[np.argmax(counts)]
+    small = values[counts < minimum]
+    return np.where(np.isin(labels, small), largest, labels)
+
+
+@dataclass
+class _Stage:
+    target: str
+    inputs: list[str]
+    learners: dict[str, Any]
+    weights: dict[str, float]
+    interval_q: float
+    corrector: LightGBMLearner | None = None
+    corrector_note: str = ""
+    oof_metrics: dict[str, Any] = field(default_factory=dict)
+    n_train: int = 0
+    trend: np.ndarray | None = None
+    trend_index: list[int] = field(default_factory=list)
+
+    def predict_log(self, x: np.ndarray, batch: np.ndarray, small_batch: int) -> np.ndarray:
+        out = _design(x, self.trend_index) @ self.trend if self.trend is not None else np.zeros(len(x))
+        for name, learner in self.learners.items():
+            if self.weights[name] > 0:
+                out += self.weights[name] * learner.predict(x)
+        if self.corrector is not None and len(x):
+            small = batch <= small_batch
+            if small.any():
+                out[small] += self.corrector.predict(x[small])
+        return out
+
+
+class CascadeBlend:
+    """Predict peak memory, energy and latency from analytic features (CARB's cascade blend).
+
+    ``fit(X, y)``: ``X`` numeric feature columns (``batch`` and ``depth`` among them, for the
+    stratified folds), ``y`` a frame with any of ``peak_memory_mb``, ``energy_j``, ``latency_ms``.
+    ``predict(X)`` returns, per target, the value and its interval bounds (``<target>_low``,
+    ``<target>_high``); unavailable targets are listed in ``unavailable`` with the reason.
+    """
+
+    def __init__(
+        self,
+        order: tuple[str, ...] = DEFAULT_ORDER,
+        learners: tuple[str, ...] = ("xgboost", "lightgbm", "extratrees"),
+        n_estimators: int = 600,
+        forest_estimators: int = 300,
+        n_folds: int = 5,
+        interval: float = 0.9,
+        small_batch: int = 8,
+        detrend: bool = True,
+        seed: int = 0,
+        n_jobs: int = 2,
+    ) -> None:
+        self.order = tuple(order)
+        self.learners = tuple(learners)
+        self.n_estimators = n_estimators
+        self.forest_estimators = forest_estimators
+        self.n_folds = n_folds
+        self.interval = interval
+        self.small_batch = small_batch
+        self.detrend = detrend
+        self.seed = seed
+        self.n_jobs = n_jobs
+        self.feature_names: list[str] = []
+        self.stages: dict[str, _Stage] = {}
+        self.unavailable: dict[str, str] = {}
+        self.depth_edges = np.zeros(0)
+        self.ood: OODDetector | None = None
+        self.baselines: dict[str, dict[str, Any]] = {}
+        self.metadata: dict[str, Any] = {}
+        self._validate()
+
+    def _validate(self) -> None:
+        unknown = [t for t in self.order if t not in TARGETS]
+        if unknown or len(set(self.order)) != len(self.order) or not self.order:
+            raise PredictorError(f"order={self.order!r}: use distinct targets among {list(TARGETS)}")
+        bad = [name for name in self.learners if name not in LEARNERS]
+        if bad or not self.learners:
+            raise PredictorError(f"learners={self.learners!r}: choose among {list(LEARNERS)}")
+        if not 0 < self.interval < 1:
+            raise PredictorError(f"interval={self.interval!r} must lie strictly between 0 and 1")
+        if self.n_folds < 2:
+            raise PredictorError(f"n_folds={self.n_folds!r} must be at least 2")
+        for name in ("n_estimators", "forest_estimators", "n_jobs"):
+            if getattr(self, name) < 1:
+                raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
+
+    # -- training -----------------------------------------------------------------------------
+    def _make(self, name: str) -> Any:
+        size = self.forest_estimators if name == "extratrees" else self.n_estimators
+        return LEARNERS[name](n_estimators=size, seed=self.seed, n_jobs=self.n_jobs)
+
+    def fit(self, x: pd.DataFrame, y: pd.DataFrame) -> CascadeBlend:
+        for column in ("batch", "depth", *(_TREND_COLUMNS if self.detrend else ())):
+            if column not in x.columns:
+                raise PredictorError(f"feature column {column!r} is missing (needed for folds / trend)")
+        if len(x) != len(y):
+            raise PredictorError(f"X has {len(x)} rows but y has {len(y)}")
+        self.feature_names = list(x.columns)
+        base = _matrix(x, self.feature_names)
+        self.depth_edges = depth_edges(x["depth"])
+        labels = strata(x["batch"], x["depth"], self.depth_edges)
+        batch = x["batch"].to_numpy(dtype=np.float64)
+        self.stages, self.unavailable, self.baselines = {}, {}, {}
+        self.ood = OODDetector().fit(base, self.feature_names)
+        cascade: dict[str, np.ndarray] = {}
+        for target in self.order:
+            column = TARGETS[target]
+            values = y[column].to_numpy(dtype=np.float64) if column in y.columns else np.full(len(y), np.nan)
+            rows = np.flatnonzero(np.isfinite(values) & (values > 0))
+            if len(rows) < 2 * self.n_folds:
+                have = f"only {len(rows)} rows" if len(rows) else "no rows"
+                self.unavailable[target] = f"{have} of {column} in the training data"
+                continue
+            inputs = self.feature_names + [f"log_{t}" for t in cascade]
+            full = np.column_stack([base, *cascade.values()]) if cascade else base
+            stage, oof = self._fit_stage(target, inputs, full, np.log(values), rows, labels, batch)
+            self.baselines[target] = fit_baselines(x.iloc[rows], values[rows])
+            self.stages[target] = stage
+            estimate = stage.predict_log(full, batch, self.small_batch)
+            estimate[rows] = oof  # later stages learn from honest (out-of-fold) estimates
+            cascade[target] = estimate
+        if not self.stages:
+            reasons = "; ".join(self.unavailable.values())
+            raise PredictorError(f"no target has enough data to train on: {reasons}")
+        return self
+
+    def _fit_stage(
+        self,
+        target: str,
+        inputs: list[str],
+        full: np.ndarray,
+        log_y: np.ndarray,
+        rows: np.ndarray,
+        labels: np.ndarray,
+        batch: np.ndarray,
+    ) -> tuple[_Stage, np.ndarray]:
+        x, y = full[rows], log_y[rows]
+        folds = _folds(labels[rows], self.n_folds, self.seed)
+        index = [self.feature_names.index(c) for c in _TREND_COLUMNS] if self.detrend else []
+        design = _design(x, index) if self.detrend else np.zeros((len(x), 1))
+        oof = np.zeros((len(rows), len(self.learners)))
+        for train, held in folds:
+            coef = _trend(design[train], y[train], self.detrend)
+            for j, name in enumerate(self.learners):
+                fitted = self._make(name).fit(x[train], y[train] - design[train] @ coef)
+                oof[held, j] = fitted.predict(x[held]) + design[held] @ coef
+        weights = _blend_weights(oof, y)
+        blended = oof @ weights
+        corrector, note, correction = self._fit_corrector(x, y - blended, batch[rows], folds)
+        blended = blended + correction
+        residual = np.abs(y - blended)
+        level = min(1.0, math.ceil((len(y) + 1) * self.interval) / len(y))
+        coef = _trend(design, y, self.detrend)
+        stage = _Stage(
+            target=target,
+            inputs=inputs,
+            learners={name: self._make(name).fit(x, y - design @ coef) for name in self.learners},
+            weights={name: float(w) for name, w in zip(self.learners, weights, strict=True)},
+            interval_q=float(np.quantile(residual, level)),
+            corrector=corrector,
+            corrector_note=note,
+            n_train=len(rows),
+            trend=coef if self.detrend else None,
+            trend_index=index,
+        )
+        truth, predicted = np.exp(y), np.exp(blended)
+        stage.oof_metrics = regression_metrics(
+            truth, predicted, predicted * math.exp(-stage.interval_q), predicted * math.exp(stage.interval_q)
+        )
+        return stage, blended
+
+    def _fit_corrector(
+        self, x: np.ndarray, residual: np.ndarray, batch: np.ndarray, folds: list[tuple[Any, Any]]
+    ) -> tuple[LightGBMLearner | None, str, np.ndarray]:
+        correction = np.zeros(len(x))
+        small = np.flatnonzero(batch <= self.small_batch)
+        if len(small) < 30:
+            note = f"not fitted: {len(small)} rows with batch <= {self.small_batch} (needs 30)"
+            return None, note, correction
+        params = {"num_leaves": 7, "min_child_samples": 20, "learning_rate": 0.05, "reg_lambda": 1.0}
+
+        def make() -> LightGBMLearner:
+            return LightGBMLearner(n_estimators=200, seed=self.seed, n_jobs=self.n_jobs, **params)
+
+        in_small = np.zeros(len(x), dtype=bool)
+        in_small[small] = True
+        cv = np.zeros(len(x))
+        for train, held in folds:
+            fit_rows, held_rows = train[in_small[train]], held[in_small[held]]
+            if len(fit_rows) >= 20 and len(held_rows):
+                cv[held_rows] = make().fit(x[fit_rows], residual[fit_rows]).predict(x[held_rows])
+        before = float(np.mean(residual[small] ** 2))
+        after = float(np.mean((residual[small] - cv[small]) ** 2))
+        if after >= 0.98 * before:
+            return None, f"not kept: cross-validated MSE {after:.3g} vs {before:.3g} without it", correction
+        correction[small] = cv[small]
+        note = f"kept: small-batch log-MSE {before:.3g} -> {after:.3g} (cross-validated, {len(small)} rows)"
+        return make().fit(x[small], residual[small]), note, correction
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not self.stages:
+            raise PredictorError("this CascadeBlend is not fitted: call fit() or load a predictor directory")
+
+    def predict(self, x: pd.DataFrame, ood: str = "full") -> pd.DataFrame:
+        """Per target: ``<column>``, ``<column>_low``, ``<column>_high`` (NaN for unavailable ones),
+        then ``ood`` and ``ood_reason``. ``ood="ranges"`` checks feature ranges only (fast, for
+        screening millions), ``"none"`` skips the check."""
+        if ood not in ("full", "ranges", "none"):
+            raise PredictorError(f"ood={ood!r}: use 'full', 'ranges' or 'none'")
+        self._check_fitted()
+        missing = [c for c in self.feature_names if c not in x.columns]
+        if missing:
+            raise PredictorError(f"feature columns missing: {', '.join(missing)}")
+        base = _matrix(x, self.feature_names)
+        batch = x["batch"].to_numpy(dtype=np.float64)
+        out = pd.DataFrame(index=x.index)
+        cascade: list[np.ndarray] = []
+        for target in self.order:
+            column = TARGETS[target]
+            stage = self.stages.get(target)
+            if stage is None:
+                for suffix in ("", "_low", "_high"):
+                    out[column + suffix] = np.nan
+                continue
+            full = np.column_stack([base, *cascade]) if cascade else base
+            log_pred = stage.predict_log(full, batch, self.small_batch)
+            cascade.append(log_pred)
+            out[column] = np.exp(log_pred)
+            out[column + "_low"] = np.exp(log_pred - stage.interval_q)
+            out[column + "_high"] = np.exp(log_pred + stage.interval_q)
+        if ood != "none" and self.ood is not None:
+            flags, reasons = self.ood.check(base, ranges_only=ood == "ranges")
+            out["ood"] = flags
+            out["ood_reason"] = reasons
+        return out
+
+    def score(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
+        """Held-out metrics per available target (see ``regression_metrics``)."""
+        predicted = self.predict(x, ood="none")
+        scores: dict[str, dict[str, Any]] = {}
+        for target, stage in self.stages.items():
+            column = TARGETS[stage.target]
+            if column not in y.columns:
+                continue
+            truth = y[column].to_numpy(dtype=np.float64)
+            keep = np.isfinite(truth) & (truth > 0)
+            if keep.sum() == 0:
+                continue
+            scores[target] = regression_metrics(
+                truth[keep],
+                predicted[column].to_numpy()[keep],
+                predicted[column + "_low"].to_numpy()[keep],
+                predicted[column + "_high"].to_numpy()[keep],
+            )
+            scores[target]["baselines"] = {
+                name: regression_metrics(truth[keep], baseline.predict(x[keep]))
+                for name, baseline in self.baselines.get(target, {}).items()
+            }
+        return scores
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        """Write the predictor directory: one native file per learner + ``meta.json``.
+
+        ``metadata`` (platform, training data, metrics…) is stored in ``meta.json`` as given."""
+        self._check_fitted()
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        stages = {}
+        for target, stage in self.stages.items():
+            files = {}
+            for name, learner in stage.learners.items():
+                path = folder / f"{target}.{name}{learner.suffix}"
+                learner.save(path)
+                files[name] = path.name
+            corrector_file = None
+            if stage.corrector is not None:
+                corrector_file = f"{target}.corrector{stage.corrector.suffix}"
+                stage.corrector.save(folder / corrector_file)
+            stages[target] = {
+                "column": TARGETS[target],
+                "inputs": stage.inputs,
+                "files": files,
+                "weights": stage.weights,
+                "interval_q": stage.interval_q,
+                "trend": None if stage.trend is None else stage.trend.tolist(),
+                "trend_index": stage.trend_index,
+                "corrector": corrector_file,
+                "corrector_note": stage.corrector_note,
+                "n_train": stage.n_train,
+                "oof_metrics": stage.oof_metrics,
+            }
+        body = {
+            "params": self.get_params(),
+            "feature_names": self.feature_names,
+            "depth_edges": self.depth_edges.tolist(),
+            "stages": stages,
+            "unavailable": self.unavailable,
+            "baselines": {t: {n: b.to_dict() for n, b in bs.items()} for t, bs in self.baselines.items()},
+        }
+        if self.ood is not None:
+            (folder / "ood.json").write_text(json.dumps(self.ood.to_dict()))
+        self.metadata = {**self.metadata, **(metadata or {})}
+        return write_meta(folder, "cascade-blend", body, self.metadata).parent
+
+    @classmethod
+    def load(cls, folder: str | Path) -> CascadeBlend:
+        """Load a predictor directory written by ``save`` (checks format and feature schema)."""
+        folder = Path(folder)
+        saved = read_meta(folder, "cascade-blend")
+        check_feature_schema(saved, folder, saved["feature_names"])
+        params = dict(saved["params"])
+        params["order"] = tuple(params["order"])
+        params["learners"] = tuple(params["learners"])
+        blend = cls(**params)
+        blend.feature_names = list(saved["feature_names"])
+        blend.depth_edges = np.asarray(saved["depth_edges"], dtype=np.float64)
+        blend.unavailable = dict(saved["unavailable"])
+        blend.baselines = {t: load_baselines(b) for t, b in saved.get("baselines", {}).items()}
+        blend.metadata = {k: v for k, v in saved.items() if k not in _BODY_KEYS}
+        for target, stage in saved["stages"].items():
+            learners = {}
+            for name, filename in stage["files"].items():
+                if name not in LEARNERS:
+                    raise PredictorError(f"{folder}: unknown learner {name!r} in meta.json")
+                learners[name] = LEARNERS[name].load(inside_folder(folder, filename))
+            corrector = stage.get("corrector")
+            blend.stages[target] = _Stage(
+                target=target,
+                inputs=list(stage["inputs"]),
+                learners=learners,
+                weights={k: float(v) for k, v in stage["weights"].items()},
+                interval_q=float(stage["interval_q"]),
+                trend=None if stage.get("trend") is None else np.asarray(stage["trend"], dtype=np.float64),
+                trend_index=[int(i) for i in stage.get("trend_index", [])],
+                corrector=LightGBMLearner.load(inside_folder(folder, corrector)) if corrector else None,
+                corrector_note=stage.get("corrector_note", ""),
+                oof_metrics=stage.get("oof_metrics", {}),
+                n_train=int(stage.get("n_train", 0)),
+            )
+        if (folder / "ood.json").is_file():
+            blend.ood = OODDetector.from_dict(json.loads((folder / "ood.json").read_text()))
+        return blend
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "order": list(self.order),
+            "learners": list(self.learners),
+            "n_estimators": self.n_estimators,
+            "forest_estimators": self.forest_estimators,
+            "n_folds": self.n_folds,
+            "interval": self.interval,
+            "small_batch": self.small_batch,
+            "detrend": self.detrend,
+            "seed": self.seed,
+            "n_jobs": self.n_jobs,
+        }
+
+
+def _design(x: np.ndarray, index: list[int]) -> np.ndarray:
+    """``[1, log FLOPs, log params, log bytes moved]``: the log-linear trend the trees refine."""
+    flops, params, weights, activations = (x[:, i] for i in index)
+    return np.column_stack(
+        [np.ones(len(x)), *(np.log(np.clip(v, 1.0, None)) for v in (flops, params, weights + activations))]
+    )
+
+
+def _trend(design: np.ndarray, y: np.ndarray, detrend: bool) -> np.ndarray:
+    if not detrend:
+        return np.zeros(design.shape[1])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    return coef
+
+
+def _matrix(x: pd.DataFrame, names: list[str]) -> np.ndarray:
+    matrix = x[names].to_numpy(dtype=np.float64)
+    if not np.isfinite(matrix).all():
+        bad = [n for n, ok in zip(names, np.isfinite(matrix).all(axis=0), strict=True) if not ok]
+        raise PredictorError(f"feature columns with NaN or infinite values: {', '.join(bad)}")
+    return matrix
+
+
+def _folds(labels: np.ndarray, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    labels = _mergeable(labels, n_folds)
+    if len(np.unique(labels)) > 1:
+        splitter: Any = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros(len(labels)), labels))
+    return list(KFold(n_splits=n_folds, shuffle=True, random_state=seed).split(labels))
+
+
+def _blend_weights(oof: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative weights summing to 1 that best combine the out-of-fold predictions: least
+    squares under both constraints, the sum held by one heavily weighted extra equation."""
+    heavy = 1e3 * max(1.0, float(np.abs(y).max())) * math.sqrt(len(y))
+    weights, _ = nnls(np.vstack([oof, np.full(oof.shape[1], heavy)]), np.append(y, heavy))
+    total = weights.sum()
+    return weights / total if total > 0 else np.full(oof.shape[1], 1 / oof.shape[1])

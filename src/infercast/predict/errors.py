@@ -1,0 +1,7 @@
+"""Errors of the predict stage (bad hyper-parameters, missing data, a foreign predictor file)."""
+
+from infercast.errors import InfercastError
+
+
+class PredictorError(InfercastError):
+    """A predictor that cannot be trained, loaded or applied as asked; the message says why."""

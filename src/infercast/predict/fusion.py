@@ -1,0 +1,162 @@
+"""Which graph ops a backend runs as one kernel: the fusion rules of the op-wise predictor.
+
+Rules are data, one entry per backend and optimisation level, and checkable against profiles:
+``fusion_agreement`` compares the kernels the rules predict with the fused nodes the ONNX Runtime
+profiler reported (``measure.ops``), and a test holds them equal on real models.
+
+ONNX Runtime (CPU provider), by optimisation level (onnxruntime/core/optimizer):
+- every level: BatchNorm after a convolution is folded — already by the ONNX export in eval mode,
+  and by ``ConvBNFusion`` at ``basic``;
+- ``extended`` and ``all``: ``ConvActivationFusion`` runs a convolution and the activation right
+  after it as one ``FusedConv`` (Relu, Clip/Relu6, Sigmoid, Tanh, LeakyRelu, HardSigmoid);
+- ``all``: the NCHWc layout transformer also fuses a residual ``Add`` into the convolution that
+  produces one of its inputs (when that convolution feeds nothing else), then the activation after
+  the ``Add``.
+PyTorch eager (``torch-cpu``, ``torch-cuda``) fuses nothing: one kernel per op.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from infercast.graph import Graph, op_group
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, kind_of, normalise_op_name
+
+_CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
+
+
+@dataclass(frozen=True)
+class FusionRules:
+    fold_bn: bool = False
+    conv_activation: frozenset[str] = frozenset()
+    conv_add: bool = False
+
+
+_ORT = {
+    "disabled": FusionRules(fold_bn=True),
+    "basic": FusionRules(fold_bn=True),
+    "extended": FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS),
+    "all": FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS, conv_add=True),
+}
+
+
+def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRules:
+    settings = settings or {}
+    if backend.startswith("ort-"):
+        level = settings.get("opt_level", "all")
+        if level not in _ORT:
+            raise ValueError(f"opt_level={level!r}: ONNX Runtime levels are {', '.join(_ORT)}")
+        return _ORT[level]
+    if backend.startswith("torch-"):
+        return FusionRules()
+    raise ValueError(f"no fusion rules for backend {backend!r} (known: ort-*, torch-*)")
+
+
+def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:
+    """One row per graph op (aliases dropped) with the ``kernel`` it runs in, in the op-table
+    columns (docs/formats.md): op_type, shapes, kernel_size, stride, groups, flops, bytes."""
+    nodes = [n for n in graph.nodes if not n.is_alias]
+    producer = {graph.root(t): n for n in nodes for t in n.outputs}
+    consumers: dict[str, list[Any]] = defaultdict(list)
+    for node in nodes:
+        for tensor in node.inputs:
+            consumers[graph.root(tensor)].append(node)
+    kernel_of: dict[int, int] = {}
+
+    def sole_consumer(node: Any) -> Any:
+        users = consumers.get(graph.root(node.outputs[0]), [])
+        return users[0] if len(users) == 1 else None
+
+    for node in nodes:
+        if node.index in kernel_of:
+            continue
+        kernel_of[node.index] = node.index
+        if node.kind not in CONV_KINDS:
+            continue
+        tail = node
+        follower = sole_consumer(tail)
+        if rules.fold_bn and follower is not None and follower.kind == "bn":
+            kernel_of[follower.index] = node.index
+            tail, follower = follower, sole_consumer(follower)
+        if (
+            rules.conv_add
+            and follower is not None
+            and follower.kind == "add"
+            and follower.index not in kernel_of
+        ):
+            other = [
+                producer.get(graph.root(t))
+                for t in follower.inputs
+                if graph.root(t) != graph.root(tail.outputs[0])
+            ]
+            # the Add joins the later of its two producers: the earlier one is already computed
+            if all(o is None or o.index < node.index for o in other):
+                kernel_of[follower.index] = node.index
+                tail, follower = follower, sole_consumer(follower)
+        if (
+            follower is not None
+            and follower.kind in rules.conv_activation
+            and follower.index not in kernel_of
+        ):
+            kernel_of[follower.index] = node.index
+    rows = []
+    for node in nodes:
+        inp = node.input_shapes[0] if node.input_shapes else ()
+        out = node.output_shapes[0] if node.output_shapes else ()
+        kernel = node.attrs.get("kernel")
+        stride = node.attrs.get("stride")
+        rows.append(
+            {
+                "model": model or graph.name,
+                "op_type": op_group(node.kind),
+                "kernel": kernel_of[node.index],
+                "h_in": _dim(inp, 2),
+                "w_in": _dim(inp, 3),
+                "c_in": inp[-1] if node.kind in MATMUL_KINDS and inp else _dim(inp, 1),
+                "h_out": _dim(out, 2),
+                "w_out": _dim(out, 3),
+                "c_out": out[-1] if node.kind in MATMUL_KINDS and out else _dim(out, 1),
+                "kernel_size": kernel[0] if kernel else None,
+                "stride": stride[0] if stride else None,
+                "groups": node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None),
+                "flops": node.flops,
+                "bytes": node.bytes_read + node.bytes_written,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _dim(shape: tuple[int, ...], axis: int) -> float | None:
+    return shape[axis] if len(shape) > axis else None
+
+
+def _signature(op_types: list[str]) -> tuple[str, ...]:
+    return tuple(sorted(t for t in op_types if t != "bn"))
+
+
+def fusion_agreement(predicted: pd.DataFrame, profiled: list[list[str]]) -> dict[str, Any]:
+    """Compare predicted kernels (``kernel_table`` rows) with the profiler's fused nodes (each a
+    list of ONNX op types): the share of profiled kernels whose op mix the rules reproduce."""
+    want = Counter(
+        _signature(
+            [op_group(kind_of(op)) for op in ops if normalise_op_name(op) not in ("flatten", "reshape")]
+        )
+        for ops in profiled
+        if ops
+    )
+    want.pop((), None)
+    have = Counter(_signature(list(group["op_type"])) for _, group in predicted.groupby("kernel", sort=False))
+    have.pop((), None)
+    matched = sum((want & have).values())
+    return {
+        "profiled_kernels": sum(want.values()),
+        "predicted_kernels": sum(have.values()),
+        "matched": matched,
+        "agreement": matched / max(sum(want.values()), 1),
+        "missing": sorted(map(list, (want - have).elements())),
+        "extra": sorted(map(list, (have - want).elements())),
+    }

@@ -1,0 +1,467 @@
+"""The operation-wise latency predictor (arXiv 2210.02620, nn-Meter style).
+
+1. Ops are grouped into the **kernels** the backend executes (``predict.fusion`` rules for model
+   strings; the ``kernel`` column for op tables; the profiler's fused nodes for stored profiles).
+2. One gradient-boosted regressor per kernel type (the type of the kernel's main op: conv, dwconv,
+   linear, pool_max, …) on shape features; types with few rows share a pooled model.
+3. End to end = Σ kernel predictions × a learned **overhead factor**, a ridge regression of
+   ``log(e2e / Σ kernels)`` on the graph: kernel count, op-type mix, FLOPs and memory traffic,
+   the share of ops with no kernel of their own. The kernel sums it learns from are out-of-fold
+   (models held out by group k-fold), so it learns the errors the kernel models really make.
+4. A split-conformal interval from the out-of-fold end-to-end log residuals.
+
+The op table (Parquet / CSV) is documented in docs/formats.md: ``model, op_type, kernel
+(optional), h_in, w_in, c_in, h_out, w_out, c_out, kernel_size, stride, groups, flops,
+latency_ms`` (+ optional ``bytes``, ``n_ops``); the end-to-end table ``model, latency_ms``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import RidgeCV
+from sklearn.model_selection import GroupKFold
+
+from infercast.graph import OP_GROUPS
+from infercast.graph.ops import is_alias, kind_of
+from infercast.predict.artifact import inside_folder, read_meta, write_meta
+from infercast.predict.errors import PredictorError
+from infercast.predict.learners import XGBoostLearner
+from infercast.predict.metrics import regression_metrics
+
+SHAPE_COLUMNS = (
+    "h_in",
+    "w_in",
+    "c_in",
+    "h_out",
+    "w_out",
+    "c_out",
+    "kernel_size",
+    "stride",
+    "groups",
+    "flops",
+)
+REQUIRED_OP_COLUMNS = ("model", "op_type")
+_WEIGHTED = ("conv", "dwconv", "gconv", "linear")
+_KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
+_POOLED = "pooled"
+
+
+def kernels(ops: pd.DataFrame) -> pd.DataFrame:
+    """Op rows → one row per executed kernel: the main op's shapes (the weighted op, else the
+    first one that is not a norm / activation / elementwise op), FLOPs and bytes summed over the
+    kernel's ops, ``n_ops`` ops covered, latency summed over the rows that carry one."""
+    missing = [c for c in REQUIRED_OP_COLUMNS if c not in ops.columns]
+    if missing:
+        raise PredictorError(f"op table lacks the column(s) {', '.join(missing)} (see docs/formats.md)")
+    unknown = sorted(set(ops["op_type"].astype(str)) - set(OP_GROUPS))
+    if unknown:
+        raise PredictorError(
+            f"op table has op_type values outside the vocabulary: {unknown} (use {list(OP_GROUPS)})"
+        )
+    frame = ops.copy()
+    frame["model"] = frame["model"].astype(str)
+    frame["op_type"] = frame["op_type"].astype(str)
+    for column in (*SHAPE_COLUMNS, "bytes", "latency_ms"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else np.nan
+    if "n_ops" not in frame:
+        frame["n_ops"] = 1.0
+    if "kernel" not in frame or frame["kernel"].isna().all():
+        frame["kernel"] = np.arange(len(frame))
+    frame["kernel"] = (
+        frame["kernel"].astype(str).where(frame["kernel"].notna(), "row" + frame.index.astype(str))
+    )
+    rank = frame["op_type"].map(
+        lambda t: 0 if t in _WEIGHTED else (2 if t in ("bn", "act", "add", "mul") else 1)
+    )
+    frame["_rank"] = rank
+    frame["_order"] = np.arange(len(frame))
+    main = (
+        frame.sort_values(["_rank", "_order"])
+        .drop_duplicates(["model", "kernel"])
+        .set_index(["model", "kernel"])
+    )
+    grouped = frame.groupby(["model", "kernel"], sort=False)
+    out = main[["op_type", *SHAPE_COLUMNS]].copy()
+    out["flops"] = grouped["flops"].sum(min_count=1)
+    out["bytes"] = grouped["bytes"].sum(min_count=1)
+    out["n_ops"] = grouped["n_ops"].sum()
+    out["latency_ms"] = grouped["latency_ms"].sum(min_count=1)
+    out["_order"] = main["_order"]
+    out = out.sort_values("_order").drop(columns="_order").reset_index()
+    out["log_flops"] = np.log1p(out["flops"])
+    out["log_bytes"] = np.log1p(out["bytes"])
+    out["intensity"] = out["flops"] / out["bytes"]
+    return out
+
+
+def _overhead_features(table: pd.DataFrame, kernel_ms: np.ndarray) -> pd.DataFrame:
+    """Per model: what decides how far the end-to-end time sits above the sum of its kernels."""
+    work = table.assign(_pred=kernel_ms)
+    grouped = work.groupby("model", sort=False)
+    total = grouped["_pred"].sum()
+    n_kernels = grouped.size()
+    n_ops = grouped["n_ops"].sum()
+    frame = pd.DataFrame(
+        {
+            "log_kernel_ms": np.log(total),
+            "log_n_kernels": np.log(n_kernels),
+            "log_mean_kernel_ms": np.log(total / n_kernels),
+            "absorbed_share": 1 - n_kernels / n_ops,
+            "log_flops": np.log1p(grouped["flops"].sum()),
+            "log_bytes": np.log1p(grouped["bytes"].sum().fillna(0)),
+        }
+    )
+    for group in OP_GROUPS:
+        frame[f"share_{group}"] = (
+            work.assign(_hit=work["op_type"] == group).groupby("model", sort=False)["_hit"].mean()
+        )
+    return frame
+
+
+class _Ridge:
+    """Standardised ridge regression, saved as plain numbers."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.mean = np.zeros(0)
+        self.scale = np.ones(0)
+        self.coef = np.zeros(0)
+        self.intercept = 0.0
+        self.alpha = 1.0
+
+    def fit(self, x: pd.DataFrame, y: np.ndarray) -> _Ridge:
+        self.names = list(x.columns)
+        matrix = x.to_numpy(dtype=np.float64)
+        self.mean = matrix.mean(axis=0)
+        spread = matrix.std(axis=0)
+        self.scale = np.where(spread > 0, spread, 1.0)
+        model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit((matrix - self.mean) / self.scale, y)
+        self.coef, self.intercept, self.alpha = model.coef_, float(model.intercept_), float(model.alpha_)
+        return self
+
+    def predict(self, x: pd.DataFrame) -> np.ndarray:
+        matrix = x[self.names].to_numpy(dtype=np.float64)
+        return (matrix - self.mean) / self.scale @ self.coef + self.intercept
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "names": self.names,
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+            "alpha": self.alpha,
+        }
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> _Ridge:
+        ridge = cls()
+        ridge.names = list(saved["names"])
+        ridge.mean = np.asarray(saved["mean"], dtype=np.float64)
+        ridge.scale = np.asarray(saved["scale"], dtype=np.float64)
+        ridge.coef = np.asarray(saved["coef"], dtype=np.float64)
+        ridge.intercept = float(saved["intercept"])
+        ridge.alpha = float(saved.get("alpha", 1.0))
+        return ridge
+
+
+class OpWise:
+    """Kernel-level latency regressors + a learned overhead model (``fit(ops, e2e)``).
+
+    ``ops``: an op table (docs/formats.md) with ``latency_ms`` per op or kernel; ``e2e``: ``model,
+    latency_ms`` per model. ``predict(ops)`` takes an op table without latencies and returns one
+    row per model: ``latency_ms``, ``latency_ms_low``, ``latency_ms_high``, ``kernel_sum_ms``,
+    ``ood``, ``ood_reason``.
+    """
+
+    def __init__(
+        self,
+        n_estimators: int = 400,
+        min_rows: int = 30,
+        n_folds: int = 5,
+        interval: float = 0.9,
+        seed: int = 0,
+        n_jobs: int = 2,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.min_rows = min_rows
+        self.n_folds = n_folds
+        self.interval = interval
+        self.seed = seed
+        self.n_jobs = n_jobs
+        if not 0 < interval < 1:
+            raise PredictorError(f"interval={interval!r} must lie strictly between 0 and 1")
+        for name in ("n_estimators", "min_rows", "n_jobs"):
+            if getattr(self, name) < 1:
+                raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
+        if n_folds < 2:
+            raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
+        self.models: dict[str, XGBoostLearner] = {}
+        self.overhead: _Ridge | None = None
+        self.interval_q = float("nan")
+        self.ranges: dict[str, dict[str, list[float]]] = {}
+        self.overhead_ranges: dict[str, list[float]] = {}
+        self.metadata: dict[str, Any] = {}
+        self.training: dict[str, Any] = {}
+
+    # -- training -----------------------------------------------------------------------------
+    def _kernel_matrix(self, table: pd.DataFrame, pooled: bool) -> np.ndarray:
+        columns = [table[c].to_numpy(dtype=np.float64) for c in _KERNEL_INPUTS]
+        if pooled:
+            columns.append(
+                table["op_type"].map({g: i for i, g in enumerate(OP_GROUPS)}).to_numpy(dtype=np.float64)
+            )
+        return np.column_stack(columns)
+
+    def _fit_kernels(self, table: pd.DataFrame) -> dict[str, XGBoostLearner]:
+        target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
+        models = {}
+        counts = table["op_type"].value_counts()
+        for op_type, count in counts.items():
+            if count >= self.min_rows:
+                rows = (table["op_type"] == op_type).to_numpy()
+                models[str(op_type)] = self._learner().fit(
+                    self._kernel_matrix(table[rows], False), target[rows]
+                )
+        models[_POOLED] = self._learner().fit(self._kernel_matrix(table, True), target)
+        return models
+
+    def _learner(self) -> XGBoostLearner:
+        return XGBoostLearner(n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs, max_depth=6)
+
+    def _predict_kernels(self, table: pd.DataFrame, models: dict[str, XGBoostLearner]) -> np.ndarray:
+        out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)))
+        for op_type, model in models.items():
+            rows = (table["op_type"] == op_type).to_numpy()
+            if op_type != _POOLED and rows.any():
+                out[rows] = np.exp(model.predict(self._kernel_matrix(table[rows], False)))
+        return out
+
+    def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
+        table = kernels(ops)
+        table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
+        e2e = _e2e_table(e2e)
+        models = sorted(set(table["model"]) & set(e2e.index))
+        if len(models) < 2:
+            raise PredictorError(
+                f"need kernels and an end-to-end latency for at least 2 models; {len(models)} have both"
+            )
+        table = table[table["model"].isin(models)].reset_index(drop=True)
+        truth = e2e.loc[models].to_numpy(dtype=np.float64)
+        folds = min(self.n_folds, len(models))
+        oof_kernel = np.zeros(len(table))
+        for train, held in GroupKFold(n_splits=folds).split(table, groups=table["model"]):
+            fold_models = self._fit_kernels(table.iloc[train])
+            oof_kernel[held] = self._predict_kernels(table.iloc[held], fold_models)
+        features = _overhead_features(table, oof_kernel).loc[models]
+        gap = np.log(truth) - features["log_kernel_ms"].to_numpy()
+        oof_gap = np.zeros(len(models))
+        order = np.arange(len(models))
+        for fold in range(folds):
+            held = order % folds == fold
+            if (~held).sum() >= 2:
+                oof_gap[held] = _Ridge().fit(features[~held], gap[~held]).predict(features[held])
+        residual = np.abs(gap - oof_gap)
+        level = min(1.0, math.ceil((len(models) + 1) * self.interval) / len(models))
+        self.interval_q = float(np.quantile(residual, level))
+        self.overhead = _Ridge().fit(features, gap)
+        self.models = self._fit_kernels(table)
+        self.ranges = {
+            str(t): {
+                c: [float(g[c].min()), float(g[c].max())] for c in ("log_flops", "c_in", "c_out", "h_in")
+            }
+            for t, g in table.groupby("op_type")
+        }
+        self.overhead_ranges = {
+            c: [float(features[c].min()), float(features[c].max())] for c in features.columns
+        }
+        predicted = np.exp(features["log_kernel_ms"].to_numpy() + oof_gap)
+        self.training = {
+            "n_models": len(models),
+            "n_kernels": len(table),
+            "kernel_types": {str(k): int(v) for k, v in table["op_type"].value_counts().items()},
+            "own_models": sorted(k for k in self.models if k != _POOLED),
+            "overhead_ratio_p10_p90": [float(v) for v in np.quantile(np.exp(gap), [0.1, 0.9])],
+            "oof_metrics": regression_metrics(
+                truth,
+                predicted,
+                predicted * math.exp(-self.interval_q),
+                predicted * math.exp(self.interval_q),
+            ),
+        }
+        return self
+
+    # -- prediction ---------------------------------------------------------------------------
+    def predict(self, ops: pd.DataFrame) -> pd.DataFrame:
+        if self.overhead is None:
+            raise PredictorError("this OpWise is not fitted: call fit() or load a predictor directory")
+        table = kernels(ops)
+        kernel_ms = self._predict_kernels(table, self.models)
+        features = _overhead_features(table, kernel_ms)
+        log_pred = features["log_kernel_ms"].to_numpy() + self.overhead.predict(features)
+        out = pd.DataFrame(index=features.index)
+        out["latency_ms"] = np.exp(log_pred)
+        out["latency_ms_low"] = np.exp(log_pred - self.interval_q)
+        out["latency_ms_high"] = np.exp(log_pred + self.interval_q)
+        out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
+        reasons = [self._ood_reason(table[table["model"] == m], features.loc[m]) for m in features.index]
+        out["ood"] = [bool(r) for r in reasons]
+        out["ood_reason"] = reasons
+        out.index.name = "model"
+        return out
+
+    def _ood_reason(self, table: pd.DataFrame, overhead: pd.Series) -> str:
+        parts = []
+        for op_type, group in table.groupby("op_type"):
+            if op_type not in self.ranges:
+                parts.append(f"{len(group)} {op_type} kernel(s): no training rows of that type")
+                continue
+            for column, (low, high) in self.ranges[str(op_type)].items():
+                values = group[column].dropna()
+                if len(values) and (values.min() < low * 0.98 or values.max() > high * 1.02):
+                    parts.append(
+                        f"{op_type} {column} up to {values.max():.4g} outside [{low:.4g}, {high:.4g}]"
+                    )
+                    break
+        for column in ("log_n_kernels", "log_flops"):
+            low, high = self.overhead_ranges.get(column, (-np.inf, np.inf))
+            if not low - 0.05 <= overhead[column] <= high + 0.05:
+                parts.append(f"model {column}={overhead[column]:.3g} outside [{low:.3g}, {high:.3g}]")
+        return "; ".join(parts[:4])
+
+    def score(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> dict[str, Any]:
+        predicted = self.predict(ops)
+        truth = _e2e_table(e2e)
+        common = [m for m in predicted.index if m in truth.index]
+        if not common:
+            raise PredictorError("no model of the op table has an end-to-end latency to score against")
+        p = predicted.loc[common]
+        return regression_metrics(
+            truth.loc[common].to_numpy(),
+            p["latency_ms"].to_numpy(),
+            p["latency_ms_low"],
+            p["latency_ms_high"],
+        )
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        if self.overhead is None:
+            raise PredictorError("this OpWise is not fitted")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = {}
+        for op_type, model in self.models.items():
+            name = f"kernel.{op_type}{model.suffix}"
+            model.save(folder / name)
+            files[op_type] = name
+        body = {
+            "params": {
+                "n_estimators": self.n_estimators,
+                "min_rows": self.min_rows,
+                "n_folds": self.n_folds,
+                "interval": self.interval,
+                "seed": self.seed,
+                "n_jobs": self.n_jobs,
+            },
+            "kernel_models": files,
+            "kernel_inputs": list(_KERNEL_INPUTS),
+            "overhead": self.overhead.to_dict(),
+            "interval_q": self.interval_q,
+            "ranges": self.ranges,
+            "overhead_ranges": self.overhead_ranges,
+            "training": self.training,
+        }
+        self.metadata = {**self.metadata, **(metadata or {})}
+        return write_meta(folder, "opwise", body, self.metadata).parent
+
+    @classmethod
+    def load(cls, folder: str | Path) -> OpWise:
+        folder = Path(folder)
+        saved = read_meta(folder, "opwise")
+        if saved.get("kernel_inputs") != list(_KERNEL_INPUTS):
+            raise PredictorError(
+                f"{folder}: kernel features {saved.get('kernel_inputs')} differ from this infercast's"
+            )
+        opwise = cls(**saved["params"])
+        opwise.models = {
+            t: XGBoostLearner.load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
+        }
+        if _POOLED not in opwise.models:
+            raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
+        opwise.overhead = _Ridge.from_dict(saved["overhead"])
+        opwise.interval_q = float(saved["interval_q"])
+        opwise.ranges = saved["ranges"]
+        opwise.overhead_ranges = saved["overhead_ranges"]
+        opwise.training = saved["training"]
+        opwise.metadata = {k: v for k, v in saved.items() if k not in _BODY_KEYS}
+        return opwise
+
+
+_BODY_KEYS = {
+    "params",
+    "kernel_models",
+    "kernel_inputs",
+    "overhead",
+    "interval_q",
+    "ranges",
+    "overhead_ranges",
+    "training",
+}
+
+
+def _e2e_table(e2e: pd.DataFrame) -> pd.Series:
+    missing = [c for c in ("model", "latency_ms") if c not in e2e.columns]
+    if missing:
+        raise PredictorError(
+            f"end-to-end table lacks the column(s) {', '.join(missing)}: it needs model, latency_ms"
+        )
+    values = pd.to_numeric(e2e["latency_ms"], errors="coerce")
+    frame = pd.Series(values.to_numpy(), index=e2e["model"].astype(str)).dropna()
+    frame = frame[frame > 0]
+    return frame.groupby(level=0).last()
+
+
+def store_tables(
+    store: Any, platform_id: str, latency_stat: str = "low_ms"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Op and end-to-end tables of a store's profiled configs on one platform (model = config id).
+
+    Each stored op row is one executed kernel; rows that computed nothing of the original graph
+    (layout reorders, reshapes) are left to the overhead model, as for a model string."""
+    ops = store.op_measurements()
+    if ops.empty:
+        raise PredictorError(
+            f"{store.path}: no op profiles (profile with --ops to train the op-wise predictor)"
+        )
+    ops = ops[ops["platform_id"] == platform_id]
+    computes = ops["fused_ops"].map(
+        lambda f: isinstance(f, list) and not all(is_alias(kind_of(o)) for o in f)
+    )
+    ops = ops[computes].copy()
+    # keep one profile per config (the latest measurement), as for the end-to-end table
+    latest = ops.groupby("config_id")["measurement_id"].transform("max")
+    ops = ops[ops["measurement_id"] == latest]
+    ops["model"] = ops["config_id"]
+    ops["n_ops"] = ops["fused_ops"].map(len)
+    ops["kernel"] = ops["kernel"].astype(str)
+    measured = store.measurements(platform_id)
+    measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
+    e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]})
+    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
+    return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e.reset_index(drop=True)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise PredictorError(f"{path}: no such file")
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path)
+    raise PredictorError(f"{path}: use a .parquet or .csv table")

@@ -1,0 +1,421 @@
+"""Predictors: the cascade blend, the op-wise route, baselines, artifacts and OOD flags.
+
+Learning tests use real analytic features of design-space configs with targets from a known law
+(stated in ``_law``), so what a correct learner must reach is known; the end-to-end test at the
+bottom profiles real models into a real store and runs the CLI on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import ExtraTreesRegressor
+
+from infercast import space
+from infercast.predict import (
+    CascadeBlend,
+    FlopsProportional,
+    LogLinear,
+    PredictorError,
+    load,
+    stratified_split,
+)
+from infercast.predict.data import feature_frame
+from infercast.predict.forest import ArrayForest
+from infercast.predict.opwise import OpWise, kernels
+
+SMALL = {"n_estimators": 120, "forest_estimators": 60, "n_folds": 4}
+
+
+def _law(x: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """Latency: FLOPs at 40 GFLOP/s plus 25 µs per op; memory: weights + twice the activation
+    peak; each with 2 % log-normal noise, as re-measurement noise would add."""
+    latency = x["flops"] / 40e6 + 0.025 * x["n_ops"]
+    memory = (x["weight_bytes"] + 2 * x["peak_activation_bytes"]) / 1e6
+    return pd.DataFrame(
+        {
+            "latency_ms": latency * np.exp(rng.normal(0, 0.02, len(x))),
+            "peak_memory_mb": memory * np.exp(rng.normal(0, 0.02, len(x))),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def table() -> tuple[pd.DataFrame, pd.DataFrame]:
+    family = space.get("carb-resnet")
+    configs = family.sample(1500, seed=3, stratified=True)
+    configs = configs[(configs["batch"] <= 16) & (configs["input_size"] <= 128)].reset_index(drop=True)
+    x = feature_frame(family.features(configs).to_dict("records"), {"threads": 1})
+    return x, _law(x, np.random.default_rng(0))
+
+
+@pytest.fixture(scope="module")
+def fitted(table) -> tuple[CascadeBlend, np.ndarray, np.ndarray]:
+    x, y = table
+    train, test = stratified_split(x, 0.25, seed=0)
+    return CascadeBlend(**SMALL).fit(x.iloc[train], y.iloc[train]), train, test
+
+
+def test_array_forest_matches_scikit_learn() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 6))
+    y = x[:, 0] ** 2 + np.sin(x[:, 1]) + rng.normal(0, 0.1, 400)
+    forest = ExtraTreesRegressor(n_estimators=25, random_state=0).fit(x, y)
+    probe = rng.normal(size=(300, 6))
+    np.testing.assert_allclose(
+        ArrayForest.from_sklearn(forest).predict(probe), forest.predict(probe), rtol=1e-9
+    )
+
+
+def test_cascade_blend_learns_the_law_and_reports_energy_unavailable(fitted, table) -> None:
+    blend, _, test = fitted
+    x, y = table
+    scores = blend.score(x.iloc[test], y.iloc[test])
+    assert scores["latency"]["r2"] > 0.97 and scores["memory"]["r2"] > 0.97
+    assert scores["latency"]["r2"] > scores["latency"]["baselines"]["flops"]["r2"]
+    assert "energy" in blend.unavailable and "energy_j" in blend.unavailable["energy"]
+    for stage in blend.stages.values():
+        weights = np.array(list(stage.weights.values()))
+        assert (weights >= 0).all() and math.isclose(weights.sum(), 1.0)
+    # the cascade: latency sees the memory stage's prediction, memory sees none
+    assert (
+        "log_memory" in blend.stages["latency"].inputs and "log_latency" not in blend.stages["memory"].inputs
+    )
+    predicted = blend.predict(x.iloc[test])
+    assert predicted["energy_j"].isna().all()
+
+
+def test_intervals_are_calibrated_on_held_out_rows(fitted, table) -> None:
+    blend, _, test = fitted
+    x, y = table
+    coverage = blend.score(x.iloc[test], y.iloc[test])["latency"]["coverage"]
+    assert 0.8 <= coverage <= 0.99, coverage
+
+
+def test_stratified_split_keeps_every_batch_tier(table) -> None:
+    x, _ = table
+    train, test = stratified_split(x, 0.2, seed=0)
+    assert set(np.intersect1d(train, test)) == set() and len(train) + len(test) == len(x)
+    tiers = np.searchsorted([1, 8, 32], x["batch"], side="left")
+    assert set(tiers[test]) == set(tiers)
+
+
+def test_save_load_round_trip_is_code_free_and_exact(fitted, table, tmp_path) -> None:
+    blend, _, test = fitted
+    x, _ = table
+    blend.save(tmp_path / "p", {"platform": {"id": "abc"}})
+    suffixes = {p.name.split(".", 2)[-1] for p in (tmp_path / "p").iterdir()}
+    assert suffixes <= {"xgb.json", "lgb.txt", "forest.json", "json", "corrector.lgb.txt"}, suffixes
+    again = load(tmp_path / "p")
+    pd.testing.assert_frame_equal(blend.predict(x.iloc[test]), again.predict(x.iloc[test]))
+    assert again.metadata["platform"] == {"id": "abc"}
+
+
+def test_load_refuses_a_foreign_schema_with_a_clear_message(fitted, tmp_path) -> None:
+    blend, _, _ = fitted
+    folder = blend.save(tmp_path / "p")
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "feature_schema": 99}))
+    with pytest.raises(PredictorError, match="feature schema 99"):
+        CascadeBlend.load(folder)
+    (folder / "meta.json").write_text(json.dumps({**meta, "format": "pickle"}))
+    with pytest.raises(PredictorError, match="not an infercast predictor"):
+        CascadeBlend.load(folder)
+    (folder / "meta.json").write_text(
+        json.dumps(
+            {
+                **meta,
+                "stages": {
+                    "latency": {**meta["stages"]["latency"], "files": {"xgboost": "../../etc/passwd"}}
+                },
+            }
+        )
+    )
+    with pytest.raises(PredictorError, match="outside the directory"):
+        CascadeBlend.load(folder)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"order": ("latency", "speed")}, "order="),
+        ({"learners": ("xgboost", "svm")}, "learners="),
+        ({"interval": 1.5}, "interval=1.5"),
+        ({"n_folds": 1}, "n_folds=1"),
+    ],
+)
+def test_bad_hyper_parameters_name_the_value(params, message) -> None:
+    with pytest.raises(PredictorError, match=message):
+        CascadeBlend(**params)
+
+
+def test_out_of_distribution_inputs_are_flagged_with_a_reason(fitted) -> None:
+    blend, _, _ = fitted
+    family = space.get("mobile-nas")
+    configs = family.sample(3, seed=0)
+    x = feature_frame(family.features(configs).to_dict("records"), {"threads": 1})
+    predicted = blend.predict(x)
+    assert predicted["ood"].all()
+    assert predicted["ood_reason"].str.contains("count_dwconv").all()
+
+
+def test_in_distribution_inputs_are_mostly_not_flagged(fitted, table) -> None:
+    blend, _, test = fitted
+    x, _ = table
+    assert blend.predict(x.iloc[test])["ood"].mean() < 0.2
+
+
+def test_baselines_fit_what_they_model(table) -> None:
+    x, _ = table
+    proportional = 3e-8 * x["flops"].to_numpy()
+    np.testing.assert_allclose(FlopsProportional().fit(x, proportional).predict(x), proportional, rtol=1e-9)
+    loglinear = np.exp(0.5) * x["flops"] ** 0.7 * x["params"] ** 0.1
+    np.testing.assert_allclose(LogLinear().fit(x, loglinear).predict(x), loglinear, rtol=1e-6)
+
+
+# -- op-wise ---------------------------------------------------------------------------------
+
+
+def _op_tables(n_models: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Synthetic op profiles: convs at 30 GFLOP/s + 8 µs launch, pools and adds memory-bound;
+    end to end = Σ ops × an overhead that grows with the number of kernels (1.05–1.5)."""
+    rng = np.random.default_rng(seed)
+    rows, e2e = [], []
+    for m in range(n_models):
+        total, n = 0.0, int(rng.integers(8, 40))
+        for k in range(n):
+            c_in, c_out = int(rng.choice([16, 32, 64, 128])), int(rng.choice([16, 32, 64, 128]))
+            h = int(rng.choice([8, 16, 32, 56]))
+            size = int(rng.choice([1, 3]))
+            flops = 2 * c_in * c_out * h * h * size * size
+            latency = (flops / 30e6 + 0.008) * math.exp(rng.normal(0, 0.03))
+            rows.append(
+                {
+                    "model": f"m{m}",
+                    "op_type": "conv",
+                    "kernel": f"k{k}",
+                    "h_in": h,
+                    "w_in": h,
+                    "c_in": c_in,
+                    "h_out": h,
+                    "w_out": h,
+                    "c_out": c_out,
+                    "kernel_size": size,
+                    "stride": 1,
+                    "groups": 1,
+                    "flops": flops,
+                    "latency_ms": latency,
+                }
+            )
+            # an activation fused into the conv's kernel: no latency row of its own
+            rows.append(
+                {
+                    "model": f"m{m}",
+                    "op_type": "act",
+                    "kernel": f"k{k}",
+                    "h_in": h,
+                    "w_in": h,
+                    "c_in": c_out,
+                    "h_out": h,
+                    "w_out": h,
+                    "c_out": c_out,
+                    "flops": c_out * h * h,
+                }
+            )
+            total += latency
+        pool_latency = 0.002 * h * h * c_out / 1e3
+        rows.append(
+            {
+                "model": f"m{m}",
+                "op_type": "global_pool",
+                "h_in": h,
+                "w_in": h,
+                "c_in": c_out,
+                "flops": c_out * h * h,
+                "latency_ms": pool_latency,
+            }
+        )
+        total += pool_latency
+        e2e.append({"model": f"m{m}", "latency_ms": total * (1.05 + 0.45 * n / 40)})
+    return pd.DataFrame(rows), pd.DataFrame(e2e)
+
+
+def test_kernels_group_fused_rows_and_keep_the_main_op() -> None:
+    ops, _ = _op_tables(2, 0)
+    table = kernels(ops)
+    assert set(table["op_type"]) == {"conv", "global_pool"}
+    assert (table.loc[table["op_type"] == "conv", "n_ops"] == 2).all()
+
+
+def test_opwise_learns_kernels_and_the_overhead(tmp_path) -> None:
+    ops, e2e = _op_tables(60, 1)
+    test_ops, test_e2e = _op_tables(20, 2)
+    model = OpWise(n_estimators=150).fit(ops, e2e)
+    scores = model.score(test_ops.drop(columns="latency_ms"), test_e2e)
+    assert scores["within_10pct"] >= 0.8 and scores["spearman"] > 0.95, scores
+    # a constant overhead factor cannot do that: the ratio spans 1.05–1.5
+    ratio = (
+        test_e2e["latency_ms"].to_numpy()
+        / test_ops.groupby("model", sort=False)["latency_ms"].sum().to_numpy()
+    )
+    constant = np.median(ratio) * test_ops.groupby("model", sort=False)["latency_ms"].sum().to_numpy()
+    assert scores["mape"] < np.mean(np.abs(constant / test_e2e["latency_ms"].to_numpy() - 1)) * 100
+    model.save(tmp_path / "ow")
+    again = load(tmp_path / "ow")
+    pd.testing.assert_frame_equal(model.predict(test_ops), again.predict(test_ops))
+
+
+def test_opwise_flags_kernel_types_it_never_saw() -> None:
+    ops, e2e = _op_tables(12, 3)
+    model = OpWise(n_estimators=50).fit(ops, e2e)
+    novel = ops[ops["model"] == "m0"].assign(op_type="dwconv")
+    assert model.predict(novel)["ood_reason"].iloc[0].startswith("conv") is False
+    assert "dwconv" in model.predict(novel)["ood_reason"].iloc[0]
+
+
+def test_op_table_errors_name_the_problem() -> None:
+    ops, e2e = _op_tables(4, 0)
+    with pytest.raises(PredictorError, match="vocabulary"):
+        OpWise().fit(ops.assign(op_type="convolution"), e2e)
+    with pytest.raises(PredictorError, match="op_type"):
+        OpWise().fit(ops.drop(columns="op_type"), e2e)
+    with pytest.raises(PredictorError, match="model, latency_ms"):
+        OpWise().fit(ops, e2e.rename(columns={"latency_ms": "ms"}))
+
+
+def test_train_ops_and_predict_ops_from_csv_with_missing_columns(tmp_path: Path) -> None:
+    from .test_cli import infercast
+
+    ops, e2e = _op_tables(30, 4)
+    ops = ops.drop(columns=["kernel_size", "stride"])  # e.g. a runtime that reports neither
+    ops.to_csv(tmp_path / "ops.csv", index=False)
+    e2e.to_parquet(tmp_path / "e2e.parquet")
+    trained = infercast(
+        "train-ops",
+        "--ops",
+        str(tmp_path / "ops.csv"),
+        "--e2e",
+        str(tmp_path / "e2e.parquet"),
+        "--out",
+        str(tmp_path / "ow"),
+        "--json",
+    )
+    assert trained.returncode == 0, trained.stderr
+    assert json.loads(trained.stdout)["n_test_models"] == 6
+    test_ops, _ = _op_tables(3, 5)
+    test_ops.drop(columns="latency_ms").to_parquet(tmp_path / "new.parquet")
+    predicted = infercast(
+        "predict-ops", "--predictor", str(tmp_path / "ow"), "--ops", str(tmp_path / "new.parquet"), "--json"
+    )
+    assert predicted.returncode == 0, predicted.stderr
+    rows = json.loads(predicted.stdout)
+    assert [r["model"] for r in rows] == ["m0", "m1", "m2"]
+    assert all(
+        r["latency_ms_low"] < r["latency_ms"] < r["latency_ms_high"] and r["ood"] in (True, False)
+        for r in rows
+    )
+    missing = infercast(
+        "predict-ops", "--predictor", str(tmp_path / "nothing"), "--ops", str(tmp_path / "new.parquet")
+    )
+    assert missing.returncode == 2 and "no meta.json" in missing.stderr
+
+
+# -- end to end on a real store -----------------------------------------------------------------
+
+E2E_SPACE = """
+name: e2e-resnets
+family: carb-resnet
+params:
+  block: [basic]
+  depth: [8, 10, 12, 14]
+  width: [0.1, 0.25, 0.4]
+  early_downsample: [true]
+  input_size: [32]
+  batch: [1, 2]
+  precision: [fp32]
+"""
+
+
+def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
+    from .test_cli import infercast
+    from .test_profile import FAST
+
+    (tmp_path / "space.yaml").write_text(E2E_SPACE)
+    db, out = str(tmp_path / "runs.db"), str(tmp_path / "predictor")
+    profiled = infercast(
+        "profile",
+        "--space",
+        str(tmp_path / "space.yaml"),
+        "--n",
+        "24",
+        "--db",
+        db,
+        "--ops",
+        "--op-runs",
+        "2",
+        *FAST,
+        "--json",
+    )
+    assert profiled.returncode == 0, profiled.stderr
+    trained = infercast(
+        "train", "--db", db, "--out", out, "--n-estimators", "60", "--forest-estimators", "30", "--json"
+    )
+    assert trained.returncode == 0, trained.stderr
+    summary = json.loads(trained.stdout)
+    assert summary["unavailable"]["energy"].startswith("no rows of energy_j")
+    assert summary["test_metrics"]["latency"]["n"] == summary["n_test"] > 0
+    assert "opwise_test_metrics" in summary
+    meta = json.loads((Path(out) / "meta.json").read_text())
+    assert meta["platform"]["backend"] == "ort-cpu" and meta["platform"]["settings"]["threads"] == 1
+    assert len(meta["training"]["train_config_ids"]) == summary["n_train"]
+
+    config = "space:carb-resnet?batch=1&block=basic&depth=12&early_downsample=1&input_size=32&width=0.25"
+    predicted = infercast("predict", "--predictor", out, config, "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    [row] = json.loads(predicted.stdout)
+    assert row["latency_ms"] > 0 and row["peak_memory_mb"] > 0 and row["energy_j"] is None
+    assert "no rows of energy_j" in row["energy_j_reason"]
+    assert row["latency_ms_interval"][0] < row["latency_ms"] < row["latency_ms_interval"][1]
+    assert row["opwise"]["latency_ms"] > 0
+
+    evaluated = infercast("evaluate", "--predictor", out, "--db", db, "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout)
+    assert (
+        result["n_evaluated"] == summary["n_test"] and result["n_excluded_as_training"] == summary["n_train"]
+    )
+    assert set(result["targets"]["latency"]["baselines"]) == {"flops", "loglinear"}
+
+    foreign = infercast("evaluate", "--predictor", out, "--db", str(tmp_path / "other.db"))
+    assert foreign.returncode == 2 and "no platform" in foreign.stderr
+
+
+def test_measure_into_a_store_resumes(tmp_path: Path) -> None:
+    from .test_cli import infercast
+    from .test_profile import FAST
+
+    factory = tmp_path / "nets.py"
+    factory.write_text(
+        "import torch\n"
+        "def make():\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten())\n"
+    )
+    db = str(tmp_path / "runs.db")
+    args = ("measure", f"{factory}:make")
+    first = infercast(*args, "--db", db, "--campaign", "c1", *FAST, "--json")
+    assert first.returncode == 0, first.stderr
+    [row] = json.loads(first.stdout)
+    assert row["low_ms"] > 0 and "stored" not in row
+    again = infercast(*args, "--db", db, "--campaign", "c1", *FAST, "--json")
+    [stored] = json.loads(again.stdout)
+    assert stored["stored"] is True and stored["low_ms"] == row["low_ms"]
+    from infercast.store import Store
+
+    with Store(db) as store:
+        frame = store.measurements()
+    assert len(frame) == 1 and json.loads(frame.loc[0, "features"])["flops"] > 0
