@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.ensemble import ExtraTreesRegressor
 
 from infercast import space
@@ -419,3 +420,47 @@ def test_measure_into_a_store_resumes(tmp_path: Path) -> None:
     with Store(db) as store:
         frame = store.measurements()
     assert len(frame) == 1 and json.loads(frame.loc[0, "features"])["flops"] > 0
+
+
+class _FusionProbe(torch.nn.Module):
+    """Conv-BN-ReLU, a residual block, a depthwise conv, a concat and a pool: the cases the rules cover."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU()
+        )
+        self.conv1 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(16)
+        self.depthwise = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.branch = torch.nn.Conv2d(16, 16, 1)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        x = torch.relu(self.bn1(self.conv1(x)) + x)
+        x = torch.cat([torch.relu(self.depthwise(x)), self.branch(x)], dim=1)
+        x = self.pool(x).mean(dim=(2, 3))
+        return self.head(x)
+
+
+@pytest.mark.parametrize("level", ["all", "extended", "disabled"])
+def test_fusion_rules_match_what_onnx_runtime_fuses(level: str) -> None:
+    from infercast.graph import capture
+    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measure.ops import profile_ort
+    from infercast.models import load_model
+    from infercast.predict.fusion import fusion_agreement, kernel_table, rules_for
+
+    loaded = load_model(_FusionProbe().eval(), (1, 3, 16, 16))
+    backend = OrtCpuBackend(opt_level=level)
+    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
+    rows = profile_ort(onnx_bytes(loaded), backend.session_options(), backend.providers, feed, 2)
+    predicted = kernel_table(
+        capture(loaded.module, loaded.input_shape), rules_for("ort-cpu", {"opt_level": level})
+    )
+    result = fusion_agreement(predicted, rows)
+    assert result["agreement"] == 1.0 and not result["extra"], (result["missing"], result["extra"])
+    if level == "all":  # the residual Add and its ReLU ran inside the convolution
+        assert any(sorted(r["fused_ops"]) == ["Add", "Conv", "Relu"] for r in rows)

@@ -1,4 +1,5 @@
-"""Writing tables (configs, measurements) in the formats infercast reads back: Parquet and CSV."""
+"""Tables (configs, measurements, op profiles) in the two formats infercast reads and writes:
+Parquet and CSV."""
 
 from __future__ import annotations
 
@@ -19,3 +20,15 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
     else:
         raise InfercastError(f"cannot write {out}: use a .parquet or .csv file")
     return out
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a ``.parquet`` or ``.csv`` table."""
+    path = Path(path)
+    if not path.is_file():
+        raise InfercastError(f"{path}: no such file")
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path)
+    raise InfercastError(f"cannot read {path}: use a .parquet or .csv table")

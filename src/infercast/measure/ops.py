@@ -102,6 +102,7 @@ class _OriginalGraph:
             if all(t in self.constant for t in node.input if t):
                 self.constant.update(node.output)
         self.order = {id(node): i for i, node in enumerate(self.nodes)}
+        self.by_name = {node.name: node for node in self.nodes if node.name}
 
     def sort(self, nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
         return sorted(nodes, key=lambda n: self.order[id(n)])
@@ -155,6 +156,9 @@ def _absorbed(node: onnx.NodeProto, graph: _OriginalGraph, alias: dict[str, str]
             for t in current.input
             if t and t not in stop and t not in graph.constant and t in graph.producer
         ]
+    if not seen and node.name in graph.by_name:
+        # a node ORT kept but whose output it renamed (a Concat writing NCHWc): the same node
+        return [graph.by_name[node.name]]
     return graph.sort(list(seen.values()))
 
 

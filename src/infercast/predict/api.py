@@ -19,8 +19,9 @@ import pandas as pd
 from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
 from infercast.predict.data import feature_frame, resolve_platform, training_data
 from infercast.predict.errors import PredictorError
-from infercast.predict.opwise import OpWise, read_table, store_tables
+from infercast.predict.opwise import OpWise, store_tables
 from infercast.store import Store
+from infercast.tables import read_table
 
 Progress = Callable[[str], None]
 

@@ -34,7 +34,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from infercast.predict.artifact import check_feature_schema, inside_folder, read_meta, write_meta
 from infercast.predict.baselines import fit_baselines, load_baselines
 from infercast.predict.errors import PredictorError
-from infercast.predict.learners import LEARNERS, LightGBMLearner
+from infercast.predict.learners import LEARNERS, LightGBMLearner, XGBoostLearner
 from infercast.predict.metrics import regression_metrics
 from infercast.predict.ood import OODDetector
 
@@ -98,6 +98,14 @@ class _Stage:
     n_train: int = 0
     trend: np.ndarray | None = None
     trend_index: list[int] = field(default_factory=list)
+    fast: XGBoostLearner | None = None
+    fast_q: list[float] = field(default_factory=list)  # |log residual| quantiles at 1 %, 2 %, …, 99 %
+
+    def predict_fast_log(self, x: np.ndarray) -> np.ndarray:
+        if self.fast is None:
+            raise PredictorError(f"the {self.target} stage has no fast screening model")
+        trend = _design(x, self.trend_index) @ self.trend if self.trend is not None else 0.0
+        return self.fast.predict(x) + trend
 
     def predict_log(self, x: np.ndarray, batch: np.ndarray, small_batch: int) -> np.ndarray:
         out = _design(x, self.trend_index) @ self.trend if self.trend is not None else np.zeros(len(x))
@@ -130,6 +138,7 @@ class CascadeBlend:
         interval: float = 0.9,
         small_batch: int = 8,
         detrend: bool = True,
+        fast_estimators: int = 150,
         seed: int = 0,
         n_jobs: int = 2,
     ) -> None:
@@ -141,6 +150,7 @@ class CascadeBlend:
         self.interval = interval
         self.small_batch = small_batch
         self.detrend = detrend
+        self.fast_estimators = fast_estimators
         self.seed = seed
         self.n_jobs = n_jobs
         self.feature_names: list[str] = []
@@ -163,7 +173,7 @@ class CascadeBlend:
             raise PredictorError(f"interval={self.interval!r} must lie strictly between 0 and 1")
         if self.n_folds < 2:
             raise PredictorError(f"n_folds={self.n_folds!r} must be at least 2")
-        for name in ("n_estimators", "forest_estimators", "n_jobs"):
+        for name in ("n_estimators", "forest_estimators", "fast_estimators", "n_jobs"):
             if getattr(self, name) < 1:
                 raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
 
@@ -186,6 +196,7 @@ class CascadeBlend:
         self.stages, self.unavailable, self.baselines = {}, {}, {}
         self.ood = OODDetector().fit(base, self.feature_names)
         cascade: dict[str, np.ndarray] = {}
+        cascade_fast: dict[str, np.ndarray] = {}
         for target in self.order:
             column = TARGETS[target]
             values = y[column].to_numpy(dtype=np.float64) if column in y.columns else np.full(len(y), np.nan)
@@ -197,11 +208,16 @@ class CascadeBlend:
             inputs = self.feature_names + [f"log_{t}" for t in cascade]
             full = np.column_stack([base, *cascade.values()]) if cascade else base
             stage, oof = self._fit_stage(target, inputs, full, np.log(values), rows, labels, batch)
+            full_fast = np.column_stack([base, *cascade_fast.values()]) if cascade_fast else base
+            oof_fast = self._fit_fast(stage, full_fast, np.log(values), rows, labels)
             self.baselines[target] = fit_baselines(x.iloc[rows], values[rows])
             self.stages[target] = stage
             estimate = stage.predict_log(full, batch, self.small_batch)
             estimate[rows] = oof  # later stages learn from honest (out-of-fold) estimates
             cascade[target] = estimate
+            estimate_fast = stage.predict_fast_log(full_fast)
+            estimate_fast[rows] = oof_fast
+            cascade_fast[target] = estimate_fast
         if not self.stages:
             reasons = "; ".join(self.unavailable.values())
             raise PredictorError(f"no target has enough data to train on: {reasons}")
@@ -252,6 +268,31 @@ class CascadeBlend:
         )
         return stage, blended
 
+    def _fit_fast(
+        self, stage: _Stage, full: np.ndarray, log_y: np.ndarray, rows: np.ndarray, labels: np.ndarray
+    ) -> np.ndarray:
+        """The stage's screening model: one small XGBoost on the same detrended target, fed by
+        the earlier stages' *fast* predictions, with out-of-fold residual quantiles for margins."""
+        x, y = full[rows], log_y[rows]
+        design = _design(x, stage.trend_index) if stage.trend is not None else None
+        oof = np.zeros(len(rows))
+        for train, held in _folds(labels[rows], self.n_folds, self.seed):
+            coef = _trend(design[train], y[train], True) if design is not None else None
+            offset_train = design[train] @ coef if design is not None else 0.0
+            offset_held = design[held] @ coef if design is not None else 0.0
+            oof[held] = (
+                self._make_fast().fit(x[train], y[train] - offset_train).predict(x[held]) + offset_held
+            )
+        trend = design @ stage.trend if design is not None else 0.0
+        stage.fast = self._make_fast().fit(x, y - trend)
+        stage.fast_q = [float(q) for q in np.quantile(np.abs(y - oof), np.arange(1, 100) / 100)]
+        return oof
+
+    def _make_fast(self) -> XGBoostLearner:
+        return XGBoostLearner(
+            n_estimators=self.fast_estimators, seed=self.seed, n_jobs=self.n_jobs, max_depth=6
+        )
+
     def _fit_corrector(
         self, x: np.ndarray, residual: np.ndarray, batch: np.ndarray, folds: list[tuple[Any, Any]]
     ) -> tuple[LightGBMLearner | None, str, np.ndarray]:
@@ -284,6 +325,41 @@ class CascadeBlend:
     def _check_fitted(self) -> None:
         if not self.stages:
             raise PredictorError("this CascadeBlend is not fitted: call fit() or load a predictor directory")
+
+    def predict_fast(self, x: pd.DataFrame | np.ndarray) -> dict[str, np.ndarray]:
+        """Screening-speed predictions: per available target, the fast model's value (not log).
+
+        ``x`` is a frame with the feature columns, or a float matrix in ``feature_names`` order."""
+        self._check_fitted()
+        base = (
+            _matrix(x, self.feature_names) if isinstance(x, pd.DataFrame) else np.asarray(x, dtype=np.float32)
+        )
+        if base.ndim != 2 or base.shape[1] != len(self.feature_names):
+            raise PredictorError(
+                f"expected {len(self.feature_names)} feature columns, got shape {base.shape}"
+            )
+        out: dict[str, np.ndarray] = {}
+        cascade: list[np.ndarray] = []
+        for target in self.order:
+            stage = self.stages.get(target)
+            if stage is None:
+                continue
+            full = np.column_stack([base, *cascade]) if cascade else base
+            log_pred = stage.predict_fast_log(full)
+            cascade.append(log_pred.astype(base.dtype))
+            out[target] = np.exp(log_pred)
+        return out
+
+    def fast_margin(self, target: str, risk: float) -> float:
+        """Log margin for the screening budget filter: a feasible candidate is discarded with
+        probability about ``risk`` (one-sided, from the fast model's out-of-fold residuals)."""
+        if not 0 < risk < 0.5:
+            raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
+        stage = self.stages[target]
+        if not stage.fast_q:
+            raise PredictorError(f"the {target} stage has no fast screening model (retrain the predictor)")
+        level = int(np.clip(round((1 - 2 * risk) * 100), 1, 99))
+        return stage.fast_q[level - 1]
 
     def predict(self, x: pd.DataFrame, ood: str = "full") -> pd.DataFrame:
         """Per target: ``<column>``, ``<column>_low``, ``<column>_high`` (NaN for unavailable ones),
@@ -357,6 +433,10 @@ class CascadeBlend:
                 path = folder / f"{target}.{name}{learner.suffix}"
                 learner.save(path)
                 files[name] = path.name
+            fast_file = None
+            if stage.fast is not None:
+                fast_file = f"{target}.fast{stage.fast.suffix}"
+                stage.fast.save(folder / fast_file)
             corrector_file = None
             if stage.corrector is not None:
                 corrector_file = f"{target}.corrector{stage.corrector.suffix}"
@@ -369,6 +449,8 @@ class CascadeBlend:
                 "interval_q": stage.interval_q,
                 "trend": None if stage.trend is None else stage.trend.tolist(),
                 "trend_index": stage.trend_index,
+                "fast": fast_file,
+                "fast_q": stage.fast_q,
                 "corrector": corrector_file,
                 "corrector_note": stage.corrector_note,
                 "n_train": stage.n_train,
@@ -418,6 +500,8 @@ class CascadeBlend:
                 trend=None if stage.get("trend") is None else np.asarray(stage["trend"], dtype=np.float64),
                 trend_index=[int(i) for i in stage.get("trend_index", [])],
                 corrector=LightGBMLearner.load(inside_folder(folder, corrector)) if corrector else None,
+                fast=XGBoostLearner.load(inside_folder(folder, stage["fast"])) if stage.get("fast") else None,
+                fast_q=[float(q) for q in stage.get("fast_q", [])],
                 corrector_note=stage.get("corrector_note", ""),
                 oof_metrics=stage.get("oof_metrics", {}),
                 n_train=int(stage.get("n_train", 0)),
@@ -436,6 +520,7 @@ class CascadeBlend:
             "interval": self.interval,
             "small_batch": self.small_batch,
             "detrend": self.detrend,
+            "fast_estimators": self.fast_estimators,
             "seed": self.seed,
             "n_jobs": self.n_jobs,
         }

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from infercast.graph import Graph, op_group
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, kind_of, normalise_op_name
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, is_alias, kind_of
 
 _CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
 
@@ -135,19 +135,23 @@ def _dim(shape: tuple[int, ...], axis: int) -> float | None:
 
 
 def _signature(op_types: list[str]) -> tuple[str, ...]:
-    return tuple(sorted(t for t in op_types if t != "bn"))
+    """The op mix of a kernel; convolutions of any grouping read alike, since ONNX calls all Conv."""
+    return tuple(sorted("conv" if t in ("dwconv", "gconv") else t for t in op_types if t != "bn"))
 
 
-def fusion_agreement(predicted: pd.DataFrame, profiled: list[list[str]]) -> dict[str, Any]:
-    """Compare predicted kernels (``kernel_table`` rows) with the profiler's fused nodes (each a
-    list of ONNX op types): the share of profiled kernels whose op mix the rules reproduce."""
-    want = Counter(
-        _signature(
-            [op_group(kind_of(op)) for op in ops if normalise_op_name(op) not in ("flatten", "reshape")]
-        )
-        for ops in profiled
-        if ops
-    )
+def fusion_agreement(predicted: pd.DataFrame, profiled: list[dict[str, Any]]) -> dict[str, Any]:
+    """Compare predicted kernels (``kernel_table`` rows) with the profiler's kernel rows (each with
+    ``fused_ops``, the ONNX op types it ran, and ``op_type``): the share of profiled kernels whose
+    op mix the rules reproduce. A single-op kernel reads as its ``op_type`` (ONNX's ReduceMean
+    over H, W is a global pool); layout and reshape nodes compute nothing and are left out."""
+
+    def kinds(row: dict[str, Any]) -> list[str]:
+        ops = [op for op in row["fused_ops"] if not is_alias(kind_of(op))]
+        if len(ops) == 1:
+            return [row["op_type"]]
+        return [op_group(kind_of(op)) for op in ops]
+
+    want = Counter(_signature(kinds(row)) for row in profiled if row["fused_ops"])
     want.pop((), None)
     have = Counter(_signature(list(group["op_type"])) for _, group in predicted.groupby("kernel", sort=False))
     have.pop((), None)

@@ -454,14 +454,3 @@ def store_tables(
     e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]})
     columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
     return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e.reset_index(drop=True)
-
-
-def read_table(path: str | Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise PredictorError(f"{path}: no such file")
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    if path.suffix == ".csv":
-        return pd.read_csv(path)
-    raise PredictorError(f"{path}: use a .parquet or .csv table")

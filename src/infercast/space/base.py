@@ -183,8 +183,9 @@ class Space(ABC):
                 continue
             yield config
 
-    def sample(self, n: int, seed: int = 0, stratified: bool = False) -> pd.DataFrame:
-        """``n`` configurations as a DataFrame (one row each, plus ``id`` and ``model`` columns).
+    def sample(self, n: int, seed: int = 0, stratified: bool = False, ids: bool = True) -> pd.DataFrame:
+        """``n`` configurations as a DataFrame (one row each, plus ``id`` and ``model`` columns
+        unless ``ids`` is false: screening names only the survivors, with ``with_ids``).
 
         Uniform: every parameter drawn independently, constraint violations redrawn.
         Stratified: every parameter's values are cycled through in shuffled order, so each value
@@ -198,7 +199,7 @@ class Space(ABC):
         for _ in range(100):
             valid = self.valid_rows(frame)
             if valid.all():
-                return self.with_ids(frame)
+                return self.with_ids(frame) if ids else frame.reset_index(drop=True)
             redraw = pd.DataFrame(self.draw(rng, int((~valid).sum()), stratified))
             frame = pd.concat([frame[valid], redraw], ignore_index=True)
         raise SpaceError(f"sampling {self.name} found too few configurations that satisfy its constraints")

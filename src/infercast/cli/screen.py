@@ -1,0 +1,204 @@
+"""``infercast screen``: a million candidates to a (validated) Pareto shortlist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from infercast.cli import Table, app, console, print_json, run_guarded
+
+_SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "flops", "params")
+
+
+def _parse_weights(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    weights = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--weights: {part!r} is not NAME=NUMBER") from None
+    return weights
+
+
+@app.command()
+def screen(
+    predictor: Path = typer.Option(
+        ..., "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
+    ),
+    space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
+    n: int = typer.Option(1_000_000, "--n", help="candidates to sample from the space"),
+    seed: int = typer.Option(0, "--seed"),
+    configs: Path | None = typer.Option(
+        None, "--configs", help="Parquet / CSV of configs of --space instead"
+    ),
+    models: list[str] | None = typer.Option(None, "--model", help="model string(s) to screen instead"),
+    predictor_b: Path | None = typer.Option(
+        None, "--predictor-b", help="re-score survivors on this platform"
+    ),
+    max_latency_ms: float | None = typer.Option(None, "--max-latency-ms"),
+    max_memory_mb: float | None = typer.Option(None, "--max-memory-mb"),
+    max_energy_j: float | None = typer.Option(None, "--max-energy-j"),
+    objectives: str = typer.Option(
+        "latency,memory", "--objectives", help="among latency,memory,energy,flops,params"
+    ),
+    weights: str | None = typer.Option(None, "--weights", help="rank by weights, e.g. latency=1,memory=0.5"),
+    shortlist: int = typer.Option(10, "--shortlist", help="size of the shortlist"),
+    risk: float = typer.Option(0.05, "--risk", help="stage 1: chance to wrongly drop a feasible candidate"),
+    platform: str | None = typer.Option(None, "--platform", help="refuse a predictor of another platform"),
+    validate: bool = typer.Option(False, "--validate", help="measure the shortlist here and compare"),
+    probe_rejected: int = typer.Option(
+        3, "--probe-rejected", help="with --validate: rejected ones to measure too"
+    ),
+    refit: bool = typer.Option(
+        False, "--refit", help="with --validate: retrain the predictor into DIR-refit"
+    ),
+    db: Path = typer.Option(Path("runs.db"), "--db", help="store for --validate measurements"),
+    out: Path | None = typer.Option(None, "--out", help="write the shortlist to .parquet / .csv"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Screen design candidates against latency / memory / energy budgets; keep a Pareto shortlist."""
+    from infercast import screen as screening
+    from infercast.predict import CascadeBlend
+
+    def body() -> dict[str, Any]:
+        sources = sum(x is not None and x != [] for x in (configs, models)) + (
+            space is not None and configs is None
+        )
+        if sources != 1:
+            raise ValueError("give exactly one of --space, --space with --configs, or --model")
+        budgets = screening.Budgets(max_latency_ms, max_memory_mb, max_energy_j)
+        if not budgets.active():
+            raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
+        chosen = [o.strip() for o in objectives.split(",") if o.strip()]
+        model_a = CascadeBlend.load(predictor)
+        model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
+        if models:
+            candidates = screening.from_models(list(models))
+        elif configs is not None:
+            candidates = screening.from_configs(configs, space or "")
+        else:
+            candidates = screening.from_space(space or "", n, seed)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done)
+
+            result = screening.screen(
+                model_a,
+                candidates,
+                budgets,
+                chosen,
+                shortlist,
+                risk,
+                model_b,
+                _parse_weights(weights),
+                platform,
+                progress,
+            )
+        if validate and not result.shortlist.empty:
+            with console.status("measuring the shortlist", spinner="dots"):
+                result.validation = screening.validate(
+                    result, model_b or model_a, candidates, db, None, probe_rejected
+                )
+            if refit:
+                from infercast.predict.api import train
+
+                with console.status("refitting the predictor", spinner="dots"):
+                    folder = Path(f"{predictor_b or predictor}-refit")
+                    summary = train(db, folder, platform=(model_b or model_a).metadata["platform"]["id"])
+                result.validation["refit"] = {
+                    "predictor": str(folder),
+                    "test_metrics": summary["test_metrics"],
+                }
+        if out is not None and not result.shortlist.empty:
+            from infercast.tables import write_table
+
+            frame = result.shortlist.drop(columns=[c for c in result.shortlist.columns if c.startswith("_")])
+            write_table(frame, out)
+        return result.to_dict()
+
+    data = run_guarded(body)
+    if as_json:
+        print_json(data)
+        return
+    _print(data)
+
+
+def _print(data: dict[str, Any]) -> None:
+    stage1, stage2 = data["stage1"], data["stage2"]
+    console.print(f"{data['candidates']:,} candidates from {data['source']}; budgets {data['budgets']}")
+    removed = ", ".join(f"{t}: {k:,}" for t, k in stage1["removed_by"].items())
+    margins = ", ".join(f"{t} {m:.1f} %" for t, m in stage1["margins_pct"].items())
+    console.print(
+        f"stage 1 ({stage1['seconds']:.1f} s): removed by budget {removed} "
+        f"(margins {margins}, risk {data['risk']}); {stage1['survivors']:,} survive — "
+        f"{stage1['elimination_rate']:.1%} eliminated ({stage1['distinct_survivors']:,} distinct)"
+    )
+    if stage2:
+        console.print(
+            f"stage 2 ({stage2['seconds']:.1f} s, predictor {stage2.get('predictor', 'a')}): "
+            f"{stage2.get('feasible', 0):,} of {stage2.get('rescored', 0):,} meet the budgets"
+        )
+    if data["message"]:
+        console.print(f"[yellow]{data['message']}[/]")
+        rows = data["closest"]
+    else:
+        rows = data["shortlist"]
+    table = Table(title="shortlist" if not data["message"] else "closest candidates")
+    shown = [c for c in _SHOW if rows and c in rows[0] and any(r.get(c) is not None for r in rows)]
+    for column in ("model", *shown, "front", "ood"):
+        if column in ("front", "ood") and (not rows or column not in rows[0]):
+            continue
+        table.add_column(column, justify="left" if column in ("model", "ood") else "right")
+    for r in rows:
+        cells = [str(r["model"]).removeprefix("space:")]
+        cells += [f"{r[c]:.4g}" if r.get(c) is not None else "–" for c in shown]
+        if "front" in r:
+            cells.append(str(r["front"]))
+        if "ood" in r:
+            cells.append("[yellow]yes[/]" if r["ood"] else "no")
+        table.add_row(*cells)
+    console.print(table)
+    validation = data.get("validation")
+    if validation:
+        counts = validation["counts"]
+        console.print(
+            f"validation ({validation['campaign']} in {validation['db']}): {counts}; budget classification "
+            f"{validation['budget_accuracy']:.0%} correct; median latency error "
+            + (
+                f"{validation['median_latency_error']:.1%}"
+                if validation["median_latency_error"] is not None
+                else "n/a"
+            )
+        )
+        check = Table(title="predicted vs measured")
+        for column in ("model", "role", "latency ms pred / meas", "memory MB pred / meas", "verdict"):
+            check.add_column(column)
+        for r in validation["rows"]:
+            check.add_row(
+                str(r["model"]).removeprefix("space:"),
+                r["role"],
+                _pair(r, "latency_ms"),
+                _pair(r, "peak_memory_mb"),
+                r.get("verdict", r.get("failure", "")),
+            )
+        console.print(check)
+        if "refit" in validation:
+            console.print(f"refitted predictor: {validation['refit']['predictor']}")
+
+
+def _pair(row: dict[str, Any], column: str) -> str:
+    predicted, measured = row.get(f"predicted_{column}"), row.get(f"measured_{column}")
+    if predicted is None or measured is None:
+        return "–"
+    return f"{predicted:.3g} / {measured:.3g}"
