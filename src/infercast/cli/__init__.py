@@ -74,6 +74,7 @@ from infercast.cli import demo as _demo  # noqa: E402, F401
 from infercast.cli import inspect as _inspect  # noqa: E402, F401
 from infercast.cli import measure as _measure  # noqa: E402, F401
 from infercast.cli import predict as _predict  # noqa: E402, F401
+from infercast.cli import report as _report  # noqa: E402, F401
 from infercast.cli import screen as _screen  # noqa: E402, F401
 from infercast.cli import space as _space  # noqa: E402, F401
 

@@ -1,103 +1,149 @@
-"""``infercast demo``: the main job, run on the embedded default (local CPU, no services)."""
+"""``infercast demo``: the main job end to end on the embedded default (local CPU, SQLite file)."""
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import Progress
 
-from infercast.cli import Table, app, console, human_bytes, human_count, print_json, run_guarded
+from infercast.cli import Table, app, console, print_json, run_guarded
 
-DEMO_MODELS = ("pytorchcv:resnet18", "pytorchcv:mobilenetv2_w1", "pytorchcv:efficientnet_b0")
-FALLBACK_MODELS = ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvision:efficientnet_b0")
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _line(step: str, figures: dict[str, Any]) -> str | None:
+    if step == "profile":
+        return (
+            f"[bold]profile[/]: {figures['measured_now']} configs measured now, "
+            f"{figures['in_store']} in the store ({figures['seconds']:.0f} s)"
+        )
+    if step == "train":
+        return (
+            f"[bold]train[/]: CARB cascade blend + op-wise on {figures['n_train']} configs "
+            f"({figures['seconds']:.0f} s)"
+        )
+    if step == "evaluate":
+        parts = []
+        for target, m in figures["test_metrics"].items():
+            parts.append(
+                f"{target} R² {m['r2']:.3f}, MAPE {m['mape']:.1f} %, ±10 % {_pct(m['within_10pct'])}"
+            )
+        if figures["opwise"]:
+            parts.append(f"op-wise latency MAPE {figures['opwise']['mape']:.1f} %")
+        return "[bold]evaluate[/] (held-out configs): " + "; ".join(parts)
+    if step == "networks":
+        count = len(figures["networks"])
+        return f"[bold]real networks[/]: {count} predicted, then measured ({figures['seconds']:.0f} s)"
+    if step == "screen":
+        s1 = figures["stage1"]
+        return (
+            f"[bold]screen[/]: {figures['candidates']:,} candidates, stage 1 {s1['seconds']:.1f} s removed "
+            f"{s1['elimination_rate']:.1%}; shortlist of {len(figures['shortlist'])} "
+            f"({figures['seconds']:.0f} s)"
+        )
+    if step == "validate":
+        return (
+            f"[bold]validate[/]: {figures['counts']}, budget classification {figures['budget_accuracy']:.0%} "
+            f"correct ({figures['seconds']:.0f} s)"
+        )
+    if step == "report":
+        return f"[bold]report[/]: {figures['path']}"
+    return None
 
 
 @app.command()
 def demo(
-    candidates: int = typer.Option(1_000_000, "--candidates", help="carb-resnet configurations to featurise"),
+    minutes: float = typer.Option(10.0, "--minutes", help="time budget; profiling takes about half"),
+    folder: Path = typer.Option(
+        Path("infercast-demo"), "--dir", help="where the store, predictor and report go"
+    ),
+    configs: int = typer.Option(160, "--configs", help="design-space configs to profile (resumes)"),
+    zoo: int = typer.Option(5, "--zoo", help="real networks to predict and measure (1–5)"),
+    candidates: int = typer.Option(1_000_000, "--candidates", help="candidates to screen"),
+    shortlist: int = typer.Option(5, "--shortlist", help="shortlist size (measured to validate)"),
+    quick: bool = typer.Option(False, "--quick", help="short protocol and small learners (a smoke run)"),
     as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ) -> None:
-    """Inspect three zoo CNNs and featurise a million carb-resnet candidates in closed form.
+    """Profile this CPU, train the predictors, predict real networks, screen a million, validate, report."""
+    from infercast.demo import run_demo
 
-    Profiling, prediction, screening and the report join this command as they land.
-    """
-    from infercast import space
-    from infercast.features import describe
-    from infercast.graph import capture
-    from infercast.models import load_model, zoo
+    if not 1 <= zoo <= 5:
+        raise typer.BadParameter("--zoo must be between 1 and 5")
 
-    models = DEMO_MODELS if zoo.available("pytorchcv") else FALLBACK_MODELS
+    def say(step: str, figures: dict[str, Any]) -> None:
+        if step == "profile-progress":
+            status.update(f"profiling: {figures['measured']} of {figures['target']} configs measured")
+            return
+        line = _line(step, figures)
+        if line and not as_json:
+            console.print(line)
 
-    def body() -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows = []
-        with Progress(console=console, transient=True, disable=as_json) as progress:
-            task = progress.add_task("capturing operator graphs", total=len(models) + 1)
-            for spec in models:
-                started = time.perf_counter()
-                loaded = load_model(spec)
-                doc = describe(capture(loaded), loaded.source)
-                doc["capture_seconds"] = round(time.perf_counter() - started, 3)
-                doc.pop("nodes")
-                rows.append(doc)
-                progress.advance(task)
-            progress.update(task, description=f"featurising {candidates:,} carb-resnet candidates")
-            resnets = space.get("carb-resnet")
-            started = time.perf_counter()
-            configs = resnets.sample(candidates, seed=0)
-            sampled = time.perf_counter()
-            table = resnets.features(configs)
-            done = time.perf_counter()
-            progress.advance(task)
-        summary = {
-            "space": resnets.name,
-            "candidates": candidates,
-            "sample_seconds": round(sampled - started, 3),
-            "features_seconds": round(done - sampled, 3),
-            "gflops_median": float(table["flops"].median() / 1e9),
-            "peak_activation_mb_median": float(table["peak_activation_bytes"].median() / 1e6),
-        }
-        return rows, summary
+    def body() -> dict[str, Any]:
+        return run_demo(folder, minutes, configs, zoo, candidates, shortlist, say, quick)
 
-    rows, summary = run_guarded(body)
+    with console.status("profiling", spinner="dots") as status:
+        results = run_guarded(body)
     if as_json:
-        print_json({"stages": ["graph", "space"], "models": rows, "space": summary})
+        print_json(results)
         return
-    table = Table(
-        title="infercast demo: analytic costs of three CNNs (input 1x3x224x224, CPU, no weights downloaded)"
-    )
+    table = Table(title="real networks never seen in training (1x3x128x128): predicted vs measured")
     for column in (
         "model",
-        "params",
-        "FLOPs",
-        "weights",
-        "peak activations",
-        "depth",
-        "captured with",
-        "seconds",
+        "predicted ms (90 %)",
+        "op-wise ms",
+        "measured ms",
+        "error",
+        "memory MB pred / meas",
+        "ood",
     ):
-        table.add_column(column, justify="left" if column in ("model", "captured with") else "right")
-    for doc in rows:
+        table.add_column(column, justify="left" if column in ("model", "ood") else "right")
+    for n in results["networks"]:
+        if n["measured_ms"] is None:
+            table.add_row(n["model"], f"{n['predicted_ms']:.3g}", "", f"failed: {n['failure']}", "", "", "")
+            continue
+        error = (n["predicted_ms"] - n["measured_ms"]) / n["measured_ms"]
         table.add_row(
-            doc["model"],
-            f"{doc['params']:,}",
-            human_count(doc["flops"]),
-            human_bytes(doc["weight_bytes"]),
-            human_bytes(doc["peak_activation_bytes"]),
-            f"{doc['features']['depth']:.0f}",
-            doc["capture"],
-            f"{doc['capture_seconds']:.2f}",
+            n["model"],
+            f"{n['predicted_ms']:.3g} ({n['interval'][0]:.3g}–{n['interval'][1]:.3g})",
+            f"{n['opwise_ms']:.3g}" if n["opwise_ms"] else "–",
+            f"{n['measured_ms']:.3g}",
+            f"{error:+.0%}",
+            f"{n['predicted_memory_mb']:.3g} / {n['measured_memory_mb']:.3g}"
+            if n["measured_memory_mb"]
+            else "–",
+            "yes" if n["ood"] else "no",
         )
     console.print(table)
-    console.print(
-        f"Featurised {summary['candidates']:,} {summary['space']} candidates in closed form in "
-        f"{summary['features_seconds']:.2f} s (sampling them: {summary['sample_seconds']:.2f} s); "
-        f"median {summary['gflops_median']:.2f} GFLOPs, median peak activations "
-        f"{summary['peak_activation_mb_median']:.1f} MB."
+    summary = Table(title="infercast demo: summary")
+    summary.add_column("step")
+    summary.add_column("result")
+    metrics = results["evaluate"]["test_metrics"]
+    for target, m in metrics.items():
+        summary.add_row(
+            f"held-out {target}",
+            f"R² {m['r2']:.3f}, MAPE {m['mape']:.1f} %, ±10 % {_pct(m['within_10pct'])}, "
+            f"interval coverage {_pct(m.get('coverage'))}; "
+            f"FLOPs baseline MAPE {m['baselines']['flops']['mape']:.1f} %",
+        )
+    for target, reason in results["train"]["unavailable"].items():
+        summary.add_row(target, f"no sensor on this host — {reason}" if target == "energy" else reason)
+    s1 = results["screen"]["stage1"]
+    summary.add_row(
+        "screening",
+        f"{results['screen']['candidates']:,} candidates, stage 1 in {s1['seconds']:.1f} s, "
+        f"{s1['elimination_rate']:.1%} eliminated, budgets {results['screen']['budgets']}",
     )
-    console.print(
-        "Built so far: model graphs, design spaces and the measurement engine; this run measured and "
-        "predicted nothing. Try [bold]infercast inspect pytorchcv:resnet18 --ops[/], "
-        "[bold]infercast space show carb-resnet[/] or [bold]infercast measure pytorchcv:resnet18[/]."
-    )
+    if results["screen"]["message"]:
+        summary.add_row("shortlist", results["screen"]["message"])
+    if "validate" in results:
+        v = results["validate"]
+        summary.add_row(
+            "validation",
+            f"{v['counts']}; median latency error "
+            + (f"{v['median_latency_error']:.1%}" if v["median_latency_error"] is not None else "n/a"),
+        )
+    summary.add_row("report", results["report"]["path"])
+    console.print(summary)

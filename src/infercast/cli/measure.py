@@ -47,6 +47,9 @@ def measure(
     group: int = typer.Option(4, "--group", help="models whose rounds are interleaved"),
     timeout_s: float = typer.Option(180.0, "--timeout-s", help="a worker step taking longer fails its model"),
     energy: bool = typer.Option(True, "--energy/--no-energy", help="read the energy sensor, if any"),
+    input_shape: str | None = typer.Option(
+        None, "--input-shape", help="e.g. 1x3x128x128 (default: the model's)"
+    ),
     db: Path | None = typer.Option(None, "--db", help="also store models and results in this store"),
     campaign: str = typer.Option("models", "--campaign", help="campaign name in the store (with --db)"),
     ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
@@ -62,11 +65,14 @@ def measure(
         chosen = _backend(backend, threads, opt_level)
         protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
         with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
+            from infercast.models import parse_input_shape
+
             return run_measure(
                 models,
                 chosen,
                 protocol,
                 energy,
+                input_shape=parse_input_shape(input_shape) if input_shape else None,
                 db=db,
                 campaign=campaign,
                 op_runs=op_runs if ops else 0,

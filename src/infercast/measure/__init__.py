@@ -56,6 +56,7 @@ def measure(
     campaign: str = "models",
     op_runs: int = 0,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
+    input_shape: tuple[int, ...] | None = None,
     **settings: Any,
 ) -> list[dict[str, Any]]:
     """Measure model strings; one dict per model: the statistics, or ``failure`` with its reason.
@@ -74,10 +75,10 @@ def measure(
         results[item.key] = {"model": item.model, "failure": kind, "reason": reason}
 
     if db is None:
-        items = [Item(str(i), model) for i, model in enumerate(models)]
+        items = [Item(str(i), model, input_shape) for i, model in enumerate(models)]
         Engine(chosen, protocol, _sensor(chosen, energy), op_runs=op_runs).run(items, keep, fail)
         return [results[item.key] for item in items]
-    rows = model_configs(models)
+    rows = model_configs(models, input_shape)
     run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail)
     with Store(db) as store:
         stored = store.measurements(platform_of(chosen).id)
@@ -94,15 +95,16 @@ def measure(
     return out
 
 
-def model_configs(models: list[str]) -> list[dict[str, Any]]:
-    """Store rows for model strings: a stable id from the string, the analytic features."""
+def model_configs(models: list[str], input_shape: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
+    """Store rows for model strings: a stable id from the string and input shape, the analytic
+    features, and the input shape the worker must build the model at."""
     from infercast.features import features
     from infercast.graph import capture
     from infercast.models import load_model
 
     rows = []
     for model in models:
-        loaded = load_model(model)
+        loaded = load_model(model, input_shape)
         graph = capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape)
         rows.append(
             {
@@ -111,6 +113,7 @@ def model_configs(models: list[str]) -> list[dict[str, Any]]:
                 "space": None,
                 "params": {"input_shape": list(loaded.input_shape)},
                 "features": features(graph),
+                "input_shape": tuple(loaded.input_shape),
             }
         )
     return rows
@@ -176,9 +179,11 @@ def run_campaign(
     progress: Callable[[str, dict[str, Any]], None] | None = None,
     on_result: Callable[[Item, Measurement], None] | None = None,
     on_failure: Callable[[Item, str, str], None] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
-    campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``."""
+    campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
+    After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them."""
     platform = platform_of(backend)
     summary: dict[str, Any] = {"campaign": campaign, "platform_id": platform.id, "done": 0, "failed": 0}
     widths: list[float] = []
@@ -186,7 +191,9 @@ def run_campaign(
         store.add_platform(platform)
         store.add_configs(rows)
         finished = store.done(platform.id, campaign)
-        todo = [Item(row["id"], row["model"]) for row in rows if row["id"] not in finished]
+        todo = [
+            Item(row["id"], row["model"], row.get("input_shape")) for row in rows if row["id"] not in finished
+        ]
         summary["skipped"] = len(rows) - len(todo)
         summary["todo"] = len(todo)
         report = progress or (lambda event, state: None)
@@ -208,7 +215,8 @@ def run_campaign(
             report("failed", summary)
 
         engine = Engine(backend, protocol, _sensor(backend, energy), op_runs=op_runs)
-        engine.run(todo, keep, fail, on_round=lambda: report("round", summary))
+        engine.run(todo, keep, fail, on_round=lambda: report("round", summary), deadline=deadline)
+    summary["left"] = summary["todo"] - summary["done"] - summary["failed"]
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary
 

@@ -143,12 +143,19 @@ class Engine:
         on_result: Callable[[Item, Measurement], None],
         on_failure: Callable[[Item, str, str], None],
         on_round: Callable[[], None] | None = None,
+        deadline: float | None = None,
     ) -> None:
+        """Measure ``items``; after ``deadline`` (a ``time.monotonic()`` value) no new item starts,
+        the ones under way finish."""
         pending = deque(items)
         active: list[_Active] = []
+
+        def open_more() -> bool:
+            return bool(pending) and (deadline is None or time.monotonic() < deadline)
+
         try:
-            while pending or active:
-                while pending and len(active) < self.protocol.group:
+            while open_more() or active:
+                while open_more() and len(active) < self.protocol.group:
                     item = pending.popleft()
                     worker = self._worker()
                     try:

@@ -57,8 +57,9 @@ def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRul
 
 
 def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:
-    """One row per graph op (aliases dropped) with the ``kernel`` it runs in, in the op-table
-    columns (docs/formats.md): op_type, shapes, kernel_size, stride, groups, flops, bytes."""
+    """One row per graph op the backend still executes (aliases and folded BatchNorms dropped)
+    with the ``kernel`` it runs in, in the op-table columns (docs/formats.md): op_type, shapes,
+    kernel_size, stride, groups, flops, bytes."""
     nodes = [n for n in graph.nodes if not n.is_alias]
     producer = {graph.root(t): n for n in nodes for t in n.outputs}
     consumers: dict[str, list[Any]] = defaultdict(list)
@@ -66,6 +67,7 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
         for tensor in node.inputs:
             consumers[graph.root(tensor)].append(node)
     kernel_of: dict[int, int] = {}
+    folded: set[int] = set()  # BatchNorms folded into the weights: no work of their own left
 
     def sole_consumer(node: Any) -> Any:
         users = consumers.get(graph.root(node.outputs[0]), [])
@@ -81,6 +83,7 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
         follower = sole_consumer(tail)
         if rules.fold_bn and follower is not None and follower.kind == "bn":
             kernel_of[follower.index] = node.index
+            folded.add(follower.index)
             tail, follower = follower, sole_consumer(follower)
         if (
             rules.conv_add
@@ -105,6 +108,8 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
             kernel_of[follower.index] = node.index
     rows = []
     for node in nodes:
+        if node.index in folded:
+            continue
         inp = node.input_shapes[0] if node.input_shapes else ()
         out = node.output_shapes[0] if node.output_shapes else ()
         kernel = node.attrs.get("kernel")

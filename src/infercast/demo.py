@@ -1,0 +1,192 @@
+"""The main job on the embedded default — this CPU through ONNX Runtime, a SQLite file — end to end:
+profile → train → evaluate → predict and measure real networks → screen a million → validate →
+report. ``run_demo`` is what ``infercast demo`` and ``make demo`` run; rerunning resumes from the
+store (configs measured before are not measured again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DEMO_SPACE = """\
+# The demo's design space: carb-resnet restricted to what one CPU core measures in about a second
+name: demo-resnets
+family: carb-resnet
+params:
+  depth: {min: 8, max: 50}
+  width: {min: 0.25, max: 1.0}
+  input_size: [32, 64, 96, 128]
+  batch: [1, 2, 4]
+  precision: [fp32]
+"""
+# real networks never seen in training, at an input size the demo space covers
+ZOO = (
+    "torchvision:resnet18",
+    "torchvision:resnet34",
+    "torchvision:mobilenet_v2",
+    "torchvision:squeezenet1_1",
+    "torchvision:shufflenet_v2_x1_0",
+)
+ZOO_SHAPE = (1, 3, 128, 128)
+
+Say = Callable[[str, dict[str, Any]], None]
+
+
+def run_demo(
+    folder: str | Path = "infercast-demo",
+    minutes: float = 10.0,
+    configs: int = 160,
+    zoo: int = 5,
+    candidates: int = 1_000_000,
+    shortlist: int = 5,
+    say: Say | None = None,
+    fast: bool = False,
+) -> dict[str, Any]:
+    """Run every stage; ``say(step, figures)`` reports each step's one-line result as it ends.
+    ``minutes`` bounds the profiling step (about half of it); ``fast`` shortens the measurement
+    protocol and the learners for a quick check (the CI test)."""
+    from infercast import screen
+    from infercast.measure import Protocol, backends, measure, platform_of, run_campaign
+    from infercast.predict import CascadeBlend
+    from infercast.predict.api import predict_models, train
+    from infercast.report import build_report
+    from infercast.space import get
+    from infercast.store import Store
+
+    report = say or (lambda step, figures: None)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    space_file = folder / "space.yaml"
+    space_file.write_text(DEMO_SPACE)
+    db = folder / "runs.db"
+    family = get(str(space_file))
+    backend = backends.get("ort-cpu", threads=1, opt_level="all")
+    protocol = (
+        Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, cap_s=0.6, group=4)
+        if fast
+        else Protocol(warmup_s=0.2, round_s=0.1, min_rounds=4, cap_s=2.0, group=4)
+    )
+    results: dict[str, Any] = {"folder": str(folder), "db": str(db)}
+
+    # 1. profile a stratified sample, in slices, until the count or the time budget is reached
+    started = time.perf_counter()
+    budget_s = minutes * 60 * 0.5
+    sample = family.sample(configs, seed=0, stratified=True).drop_duplicates("id", ignore_index=True)
+    features = family.features(sample)
+    names = [p.name for p in family.params]
+    rows = [
+        {
+            "id": row["id"],
+            "model": row["model"],
+            "space": family.string_name,
+            "params": {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in names},
+            "features": {k: float(v) for k, v in features.loc[index].items()},
+        }
+        for index, row in sample.iterrows()
+    ]
+    with Store(db) as store:
+        store.add_platform(platform_of(backend))
+        done = store.done(platform_of(backend).id, "demo")
+
+    def progress(event: str, state: dict[str, Any]) -> None:
+        if event in ("done", "failed"):
+            report("profile-progress", {"measured": len(done) + state["done"], "target": len(rows)})
+
+    summary = run_campaign(
+        rows,
+        db,
+        backend,
+        "demo",
+        protocol,
+        op_runs=3,
+        progress=progress,
+        deadline=time.monotonic() + budget_s,
+    )
+    results["profile"] = {
+        "measured_now": summary["done"],
+        "failed": summary["failed"],
+        "in_store": len(done) + summary["done"],
+        "left_for_a_rerun": summary["left"],
+        "seconds": time.perf_counter() - started,
+    }
+    report("profile", results["profile"])
+
+    # 2–3. train both predictors, score the held-out configs
+    started = time.perf_counter()
+    predictor = folder / "predictor"
+    blend = CascadeBlend(n_estimators=150 if fast else 400, forest_estimators=60 if fast else 200, n_folds=4)
+    trained = train(db, predictor, campaigns=["demo"], blend=blend)
+    results["train"] = {
+        **{k: trained[k] for k in ("n_train", "n_test", "unavailable")},
+        "seconds": time.perf_counter() - started,
+    }
+    report("train", results["train"])
+    results["evaluate"] = {
+        "test_metrics": trained["test_metrics"],
+        "opwise": trained.get("opwise_test_metrics", {}),
+    }
+    report("evaluate", results["evaluate"])
+
+    # 4. predict, then measure, real networks never seen in training
+    started = time.perf_counter()
+    chosen = list(ZOO[:zoo])
+    predicted = predict_models(predictor, chosen, "x".join(map(str, ZOO_SHAPE)))
+    measured = measure(chosen, backend, protocol, db=db, campaign="demo-zoo", input_shape=ZOO_SHAPE)
+    networks = []
+    for p, m in zip(predicted, measured, strict=True):
+        networks.append(
+            {
+                "model": p["model"],
+                "predicted_ms": p["latency_ms"],
+                "interval": p["latency_ms_interval"],
+                "opwise_ms": p.get("opwise", {}).get("latency_ms"),
+                "measured_ms": m.get("low_ms"),
+                "predicted_memory_mb": p["peak_memory_mb"],
+                "measured_memory_mb": (m.get("peak_memory_bytes") or 0) / 1e6 or None,
+                "ood": p["ood"],
+                "ood_reason": p["ood_reason"],
+                "failure": m.get("reason"),
+            }
+        )
+    results["networks"] = networks
+    report("networks", {"networks": networks, "seconds": time.perf_counter() - started})
+
+    # 5. screen a million candidates against a budget set from what was measured
+    started = time.perf_counter()
+    with Store(db) as store:
+        frame = store.measurements()
+    demo_rows = frame[frame["campaign"] == "demo"]
+    budget = screen.Budgets(
+        max_latency_ms=float(demo_rows["low_ms"].quantile(0.25)),
+        max_memory_mb=float(demo_rows["peak_memory_bytes"].quantile(0.5) / 1e6),
+    )
+    model = CascadeBlend.load(predictor)
+    pool = screen.from_space(str(space_file), candidates, seed=1)
+    result = screen.screen(model, pool, budget, ["latency", "memory", "params"], shortlist)
+    results["screen"] = {
+        "candidates": candidates,
+        "budgets": budget.active(),
+        "stage1": result.stage1,
+        "stage2": result.stage2,
+        "shortlist": [r["model"] for r in result.to_dict()["shortlist"]],
+        "message": result.message,
+        "seconds": time.perf_counter() - started,
+    }
+    report("screen", results["screen"])
+
+    # 6. validate the shortlist on this CPU
+    if not result.shortlist.empty:
+        started = time.perf_counter()
+        validation = screen.validate(result, model, pool, db, protocol, probe_rejected=2)
+        results["validate"] = {**validation, "seconds": time.perf_counter() - started}
+        report("validate", results["validate"])
+
+    # 7. the report
+    started = time.perf_counter()
+    html = build_report(db, folder / "report.html", predictor)
+    results["report"] = {"path": str(html), "seconds": time.perf_counter() - started}
+    report("report", results["report"])
+    return results

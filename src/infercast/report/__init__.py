@@ -1,0 +1,200 @@
+"""The HTML report of a store (and a predictor): one self-contained file, PNG figures beside it.
+
+``build_report(db, out, predictor=None)`` writes ``out`` (plots embedded as base64 PNG, no script,
+no network at view time) and ``<out stem>_figures/*.png``. Sections: how the costs scale
+(FLOPs, batch, input size, depth), memory composition, energy vs latency (or why there is none),
+measurement noise, platform pairs, and — with a predictor — its accuracy on configs it never
+trained on (predicted vs measured, error histogram, interval coverage).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from infercast.errors import InfercastError
+from infercast.features import FEATURE_NAMES
+from infercast.store import Store
+
+
+class ReportError(InfercastError):
+    """A report that cannot be made from what the store holds."""
+
+
+def measurements_frame(db: str | Path) -> pd.DataFrame:
+    """Every measurement with its features as columns and the targets in report units."""
+    with Store(db) as store:
+        frame = store.measurements()
+    if frame.empty:
+        raise ReportError(f"{db}: no measurements to report on")
+    frame = frame[frame["features"].notna()].reset_index(drop=True)
+    features = pd.DataFrame([json.loads(f) for f in frame["features"]])[list(FEATURE_NAMES)]
+    frame = pd.concat([frame.drop(columns=[c for c in FEATURE_NAMES if c in frame]), features], axis=1)
+    frame["latency_ms"] = frame["low_ms"]
+    memory = pd.to_numeric(frame["peak_memory_bytes"], errors="coerce") / 1e6
+    frame["peak_memory_mb"] = memory.where(memory > 0)
+    frame["energy_j"] = pd.to_numeric(frame["energy_j"], errors="coerce")
+    return frame
+
+
+def _png(figure: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table>{cells}</table>"
+
+
+def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    from infercast.predict import TARGETS, CascadeBlend
+    from infercast.predict.data import feature_frame
+
+    blend = CascadeBlend.load(predictor)
+    own = blend.metadata.get("platform", {}).get("id")
+    seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
+    data = frame[(frame["platform_id"] == own) & ~frame["config_id"].isin(seen)].drop_duplicates("config_id")
+    if data.empty:
+        return data, {}
+    x = feature_frame(data[list(FEATURE_NAMES)].to_dict("records"), blend.metadata["platform"]["settings"])
+    predicted = blend.predict(x, ood="none")
+    out = data.reset_index(drop=True)
+    scores = blend.score(x, out[[TARGETS[t] for t in blend.stages]])
+    for target in blend.stages:
+        column = TARGETS[target]
+        out[f"{column}_predicted"] = predicted[column].to_numpy()
+        out[f"{column}_low"] = predicted[f"{column}_low"].to_numpy()
+        out[f"{column}_high"] = predicted[f"{column}_high"].to_numpy()
+    return out, scores
+
+
+def build_report(db: str | Path, out: str | Path, predictor: str | Path | None = None) -> Path:
+    from infercast.report import figures
+
+    out = Path(out)
+    if out.suffix != ".html":
+        raise ReportError(f"--out {out}: the report is an .html file")
+    frame = measurements_frame(db)
+    folder = out.parent / f"{out.stem}_figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    sections: list[tuple[str, str, Any]] = [
+        (
+            "How the costs scale",
+            "Measured latency (low_ms) and peak memory against the analytic FLOPs; "
+            "throughput against batch and input size.",
+            figures.scaling(frame),
+        ),
+        ("Depth", "Latency and memory against the number of weighted layers.", figures.depth_width(frame)),
+        (
+            "Memory composition",
+            "The measured peak split into what the graph explains (weights, peak live "
+            "activations) and the rest.",
+            figures.memory_composition(frame),
+        ),
+    ]
+    if frame["energy_j"].notna().any():
+        sections.append(
+            (
+                "Energy vs latency",
+                "Mean power per inference against arithmetic intensity.",
+                figures.energy_vs_latency(frame),
+            )
+        )
+    sections.append(
+        (
+            "Measurement noise",
+            "Within-campaign CI of each median; change between campaigns of configs measured twice.",
+            figures.noise(frame),
+        )
+    )
+    if frame["platform_id"].nunique() > 1:
+        sections.append(("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame)))
+    summary_rows = [
+        ("store", str(db)),
+        (
+            "measurements",
+            f"{len(frame):,} ({frame['config_id'].nunique():,} configs, "
+            f"{frame['platform_id'].nunique()} platform(s), {frame['campaign'].nunique()} campaign(s))",
+        ),
+        ("latency (low_ms)", f"{frame['latency_ms'].min():.3g} – {frame['latency_ms'].max():.3g} ms"),
+        (
+            "median 95 % CI half-width",
+            f"{((frame['ci_high_ms'] - frame['ci_low_ms']) / 2 / frame['median_ms']).median():.2%}",
+        ),
+        (
+            "energy",
+            "measured"
+            if frame["energy_j"].notna().any()
+            else str(frame["energy_reason"].dropna().iloc[0])
+            if frame["energy_reason"].notna().any()
+            else "not measured",
+        ),
+    ]
+    accuracy_html = ""
+    if predictor is not None:
+        data, scores = _accuracy_frame(frame, predictor)
+        if data.empty:
+            accuracy_html = (
+                "<p>The store holds no configs of the predictor's platform that it did not train on.</p>"
+            )
+        else:
+            sections.append(
+                (
+                    "Predictor accuracy",
+                    f"{len(data):,} configs the predictor never trained on; bars are 90 % intervals.",
+                    figures.accuracy(data),
+                )
+            )
+            rows = []
+            for target, m in scores.items():
+                rows.append(
+                    (
+                        target,
+                        f"R² {m['r2']:.4f}, MAPE {m['mape']:.2f} %, ±10 % {m['within_10pct']:.1%}, "
+                        f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; FLOPs "
+                        f"baseline MAPE {m['baselines']['flops']['mape']:.1f} %",
+                    )
+                )
+            accuracy_html = _table(rows)
+    body = [
+        f"<h1>infercast report</h1><p>{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}</p>",
+        _table(summary_rows),
+    ]
+    for index, (title, caption, figure) in enumerate(sections):
+        png = _png(figure)
+        name = f"{index + 1:02d}-{title.lower().replace(' ', '-')}.png"
+        (folder / name).write_bytes(png)
+        encoded = base64.b64encode(png).decode()
+        body.append(
+            f"<h2>{html.escape(title)}</h2><p>{html.escape(caption)}</p>"
+            f'<img class="figure" alt="{html.escape(title)}" src="data:image/png;base64,{encoded}">'
+        )
+        if title == "Predictor accuracy":
+            body.append(accuracy_html)
+    if predictor is not None and "Predictor accuracy" not in [s[0] for s in sections]:
+        body.append(f"<h2>Predictor accuracy</h2>{accuracy_html}")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+        "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}"
+        "img.figure{max-width:100%}"
+    )
+    out.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>infercast report</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
+    )
+    return out
+
+
+__all__ = ["ReportError", "build_report", "measurements_frame"]

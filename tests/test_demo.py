@@ -1,0 +1,50 @@
+"""``infercast demo`` end to end in a reduced mode: every stage runs for real on this CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .test_cli import infercast
+
+
+def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    result = infercast(
+        "demo",
+        "--dir",
+        str(folder),
+        "--minutes",
+        "1.5",
+        "--configs",
+        "30",
+        "--zoo",
+        "1",
+        "--candidates",
+        "50000",
+        "--shortlist",
+        "2",
+        "--quick",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert data["profile"]["in_store"] >= 12
+    assert data["train"]["unavailable"]["energy"].startswith("no rows of energy_j")
+    assert set(data["evaluate"]["test_metrics"]) == {"latency", "memory"}
+    [network] = data["networks"]
+    assert (
+        network["model"] == "torchvision:resnet18"
+        and network["measured_ms"] > 0
+        and network["predicted_ms"] > 0
+    )
+    assert data["screen"]["candidates"] == 50000 and 0 <= data["screen"]["stage1"]["elimination_rate"] <= 1
+    if data["screen"]["shortlist"]:
+        assert sum(data["validate"]["counts"].values()) >= len(data["screen"]["shortlist"])
+    else:
+        assert "no candidate meets" in data["screen"]["message"]
+    report = Path(data["report"]["path"])
+    assert report.is_file() and report.read_text().count("data:image/png;base64,") >= 4
+    assert (folder / "predictor" / "meta.json").is_file() and (
+        folder / "predictor" / "opwise" / "meta.json"
+    ).is_file()
