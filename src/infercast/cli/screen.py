@@ -72,6 +72,8 @@ def screen(
         )
         if sources != 1:
             raise ValueError("give exactly one of --space, --space with --configs, or --model")
+        if configs is not None and space is None:
+            raise ValueError("--configs needs --space: the design space its columns belong to")
         budgets = screening.Budgets(max_latency_ms, max_memory_mb, max_energy_j)
         if not budgets.active():
             raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")

@@ -10,6 +10,7 @@ else the first) and the FLOPs of everything it absorbed — the table the op-wis
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -113,13 +114,20 @@ def _nchwc_absorbed(node: onnx.NodeProto, graph: _OriginalGraph) -> tuple[list[o
     named after an original tensor (``<tensor>_nchwc``: a conv's output, or the activation right
     after it), a 4th input means a fused residual Add, an ``activation`` attribute a fused
     activation. Returns the absorbed original nodes and the original tensor the node computes."""
-    tensor = node.name.removesuffix("_nchwc")
-    first = graph.producer.get(tensor)
-    if first is None:
-        return [], tensor
-    absorbed = [first]
-    if first.op_type != node.op_type and first.input and first.input[0] in graph.producer:
-        absorbed.insert(0, graph.producer[first.input[0]])  # named after the activation it fused
+    if node.name.endswith("_bn_nchwc"):  # a BatchNormalization run as a 1x1 NCHWc convolution
+        tensor = node.name.removesuffix("_bn_nchwc")
+        first = graph.producer.get(tensor)
+        if first is None:
+            return [], tensor
+        absorbed = [first]
+    else:
+        tensor = node.name.removesuffix("_nchwc")
+        first = graph.producer.get(tensor)
+        if first is None:
+            return [], tensor
+        absorbed = [first]
+        if first.op_type != node.op_type and first.input and first.input[0] in graph.producer:
+            absorbed.insert(0, graph.producer[first.input[0]])  # named after the activation it fused
     activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
     wanted = (["Add"] if node.op_type == "Conv" and len(node.input) >= 4 else []) + (
         [activation] if activation else []
@@ -144,8 +152,22 @@ def _absorbed(node: onnx.NodeProto, graph: _OriginalGraph, alias: dict[str, str]
         alias[node.output[0]] = tensor
         return absorbed
     stop = {alias.get(t, t) for t in node.input}
-    seen: dict[int, onnx.NodeProto] = {}
     frontier = [graph.producer[t] for t in (alias.get(o, o) for o in node.output) if t in graph.producer]
+    seen = _walk(frontier, stop, graph)
+    if not seen:
+        # a fusion ORT names after the node it replaced ("<Mul>/QuickGeluFusion/" for x·sigmoid(x))
+        base = re.sub(r"/\w+Fusion/?$", "", node.name)
+        if base != node.name and base in graph.by_name:
+            seen = _walk([graph.by_name[base]], stop, graph)
+    if not seen and node.name in graph.by_name:
+        # a node ORT kept but whose output it renamed (a Concat writing NCHWc): the same node
+        return [graph.by_name[node.name]]
+    return graph.sort(list(seen.values()))
+
+
+def _walk(frontier: list[onnx.NodeProto], stop: set[str], graph: _OriginalGraph) -> dict[int, onnx.NodeProto]:
+    """Original nodes reached walking back from ``frontier`` until the tensors in ``stop``."""
+    seen: dict[int, onnx.NodeProto] = {}
     while frontier:
         current = frontier.pop()
         if id(current) in seen or current.op_type == "Constant":
@@ -156,10 +178,7 @@ def _absorbed(node: onnx.NodeProto, graph: _OriginalGraph, alias: dict[str, str]
             for t in current.input
             if t and t not in stop and t not in graph.constant and t in graph.producer
         ]
-    if not seen and node.name in graph.by_name:
-        # a node ORT kept but whose output it renamed (a Concat writing NCHWc): the same node
-        return [graph.by_name[node.name]]
-    return graph.sort(list(seen.values()))
+    return seen
 
 
 def _shape_features(node: Any) -> dict[str, Any]:

@@ -11,7 +11,8 @@ ONNX Runtime (CPU provider), by optimisation level (onnxruntime/core/optimizer):
   after it as one ``FusedConv`` (Relu, Clip/Relu6, Sigmoid, Tanh, LeakyRelu, HardSigmoid);
 - ``all``: the NCHWc layout transformer also fuses a residual ``Add`` into the convolution that
   produces one of its inputs (when that convolution feeds nothing else), then the activation after
-  the ``Add``.
+  the ``Add``; it runs a BatchNormalization that no convolution absorbed as a 1×1 convolution,
+  with the activation after it; and ``x · sigmoid(x)`` runs as one kernel (QuickGelu fusion).
 PyTorch eager (``torch-cpu``, ``torch-cuda``) fuses nothing: one kernel per op.
 """
 
@@ -34,13 +35,14 @@ class FusionRules:
     fold_bn: bool = False
     conv_activation: frozenset[str] = frozenset()
     conv_add: bool = False
+    bn_activation: bool = False
 
 
 _ORT = {
     "disabled": FusionRules(fold_bn=True),
     "basic": FusionRules(fold_bn=True),
     "extended": FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS),
-    "all": FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS, conv_add=True),
+    "all": FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS, conv_add=True, bn_activation=True),
 }
 
 
@@ -77,6 +79,15 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
         if node.index in kernel_of:
             continue
         kernel_of[node.index] = node.index
+        if node.kind == "bn" and rules.bn_activation:
+            follower = sole_consumer(node)
+            if (
+                follower is not None
+                and follower.kind in rules.conv_activation
+                and follower.index not in kernel_of
+            ):
+                kernel_of[follower.index] = node.index
+            continue
         if node.kind not in CONV_KINDS:
             continue
         tail = node
@@ -96,8 +107,8 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
                 for t in follower.inputs
                 if graph.root(t) != graph.root(tail.outputs[0])
             ]
-            # the Add joins the later of its two producers: the earlier one is already computed
-            if all(o is None or o.index < node.index for o in other):
+            # a residual Sum: two computed tensors (x + 3 is not one), joined to the later producer
+            if len(other) == 1 and other[0] is not None and other[0].index < node.index:
                 kernel_of[follower.index] = node.index
                 tail, follower = follower, sole_consumer(follower)
         if (
@@ -144,6 +155,12 @@ def _signature(op_types: list[str]) -> tuple[str, ...]:
     return tuple(sorted("conv" if t in ("dwconv", "gconv") else t for t in op_types if t != "bn"))
 
 
+def shape_arithmetic(row: dict[str, Any]) -> bool:
+    """A kernel computing a tensor's shape (an exported ``x.view(n, c, …)`` reads ``Shape``): it
+    moves no activations, and PyTorch's graph has no node for it; its time is overhead."""
+    return "Shape" in row["fused_ops"]
+
+
 def fusion_agreement(predicted: pd.DataFrame, profiled: list[dict[str, Any]]) -> dict[str, Any]:
     """Compare predicted kernels (``kernel_table`` rows) with the profiler's kernel rows (each with
     ``fused_ops``, the ONNX op types it ran, and ``op_type``): the share of profiled kernels whose
@@ -152,11 +169,13 @@ def fusion_agreement(predicted: pd.DataFrame, profiled: list[dict[str, Any]]) ->
 
     def kinds(row: dict[str, Any]) -> list[str]:
         ops = [op for op in row["fused_ops"] if not is_alias(kind_of(op))]
-        if len(ops) == 1:
+        if len(ops) == 1 or sorted(ops) == ["Mul", "Sigmoid"]:  # x·sigmoid(x) is one swish in the graph
             return [row["op_type"]]
         return [op_group(kind_of(op)) for op in ops]
 
-    want = Counter(_signature(kinds(row)) for row in profiled if row["fused_ops"])
+    want = Counter(
+        _signature(kinds(row)) for row in profiled if row["fused_ops"] and not shape_arithmetic(row)
+    )
     want.pop((), None)
     have = Counter(_signature(list(group["op_type"])) for _, group in predicted.groupby("kernel", sort=False))
     have.pop((), None)

@@ -432,7 +432,8 @@ def store_tables(
     """Op and end-to-end tables of a store's profiled configs on one platform (model = config id).
 
     Each stored op row is one executed kernel; rows that computed nothing of the original graph
-    (layout reorders, reshapes) are left to the overhead model, as for a model string."""
+    (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
+    string."""
     ops = store.op_measurements()
     if ops.empty:
         raise PredictorError(
