@@ -30,7 +30,7 @@ import pandas as pd
 from infercast.errors import InfercastError
 from infercast.features import FEATURE_NAMES
 from infercast.predict import TARGETS, CascadeBlend
-from infercast.predict.data import feature_frame, settings_columns
+from infercast.predict.data import settings_columns
 from infercast.screen.pareto import shortlist as pareto_shortlist
 
 OBJECTIVES = ("latency", "memory", "energy", "flops", "params")
@@ -290,14 +290,11 @@ def stage_two(
         named = survivors
         features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)
     settings = predictor.metadata.get("platform", {}).get("settings", {})
-    x = (
-        feature_frame(features.to_dict("records"), settings)
-        if len(features) < 50_000
-        else _frame_fast(features, settings)
-    )
+    x = _frame(features, settings)
     parts = []
     for start in range(0, len(x), 50_000):
-        parts.append(predictor.predict(x.iloc[start : start + 50_000]))
+        # feature ranges here; the nearest-neighbour check runs on the shortlist only
+        parts.append(predictor.predict(x.iloc[start : start + 50_000], ood="ranges"))
         if progress is not None:
             progress("stage 2", min(start + 50_000, len(x)), len(x))
     predicted = pd.concat(parts)
@@ -319,7 +316,7 @@ def stage_two(
     return scored, report
 
 
-def _frame_fast(features: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
+def _frame(features: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     frame = features[list(FEATURE_NAMES)].astype(np.float64)
     for name, value in settings_columns(settings).items():
         frame[name] = value
@@ -375,6 +372,11 @@ def screen(
     rows, ranks = pareto_shortlist(values, shortlist, weight_vector)
     picked = feasible.iloc[rows].copy()
     picked["front"] = ranks
+    scorer = predictor_b or predictor
+    if scorer.ood is not None:
+        settings = scorer.metadata.get("platform", {}).get("settings", {})
+        matrix = _frame(picked[list(FEATURE_NAMES)], settings)[scorer.feature_names].to_numpy()
+        picked["ood"], picked["ood_reason"] = scorer.ood.check(matrix)
     result.shortlist = picked.reset_index(drop=True)
     infeasible = scored[~scored["feasible"]]
     result.rejected_near = infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation")
