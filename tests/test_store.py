@@ -126,7 +126,8 @@ WRITER = textwrap.dedent(
 
 
 def test_kill_9_loses_at_most_the_item_in_flight(tmp_path) -> None:
-    path, total, ops = tmp_path / "killed.db", 3000, 20
+    # enough items that twelve kills (at most 19 s of writing, ~250 items/s) land before the end
+    path, total, ops = tmp_path / "killed.db", 6000, 20
     rng = random.Random(0)
     counts = []
     for _ in range(12):

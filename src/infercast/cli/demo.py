@@ -46,8 +46,13 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
         )
     if step == "validate":
         return (
-            f"[bold]validate[/]: {figures['counts']}, budget classification {figures['budget_accuracy']:.0%} "
-            f"correct ({figures['seconds']:.0f} s)"
+            f"[bold]validate[/]: {figures['counts']}, budget classification "
+            + (
+                f"{figures['budget_accuracy']:.0%} correct"
+                if figures["budget_accuracy"] is not None
+                else "n/a"
+            )
+            + f" ({figures['seconds']:.0f} s)"
         )
     if step == "report":
         return f"[bold]report[/]: {figures['path']}"

@@ -119,7 +119,8 @@ def predict(
         memory = _with_interval(r, "peak_memory_mb")
         energy = _with_interval(r, "energy_j") if r["energy_j"] is not None else "n/a"
         opwise = f"{r['opwise']['latency_ms']:.3g}" if "opwise" in r else "–"
-        ood = f"[yellow]yes[/]: {r['ood_reason']}" if r["ood"] else "no"
+        # the first (worst) reason only; --json has them all
+        ood = f"[yellow]yes[/]: {r['ood_reason'].split(';')[0]}" if r["ood"] else "no"
         table.add_row(r["model"], latency, opwise, memory, energy, ood)
     console.print(table)
     reasons = {r.get("energy_j_reason") for r in results if r.get("energy_j") is None}

@@ -176,7 +176,12 @@ def _print(data: dict[str, Any]) -> None:
         counts = validation["counts"]
         console.print(
             f"validation ({validation['campaign']} in {validation['db']}): {counts}; budget classification "
-            f"{validation['budget_accuracy']:.0%} correct; median latency error "
+            + (
+                f"{validation['budget_accuracy']:.0%} correct"
+                if validation["budget_accuracy"] is not None
+                else "n/a"
+            )
+            + "; median latency error "
             + (
                 f"{validation['median_latency_error']:.1%}"
                 if validation["median_latency_error"] is not None

@@ -183,7 +183,7 @@ def evaluate(
         stat = blend.metadata.get("training", {}).get("latency_stat", "low_ms")
         data = training_data(store, chosen["id"], stat, campaigns)
         has_ops = not store.op_measurements().empty
-        ops_tables = store_tables(store, chosen["id"]) if has_ops else None
+        ops_tables = store_tables(store, chosen["id"], stat) if has_ops else None
     seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
     keep = np.array([cid not in seen for cid in data.config_ids])
     if not keep.any():

@@ -428,14 +428,15 @@ def validate(
     run_campaign(rows, db, backend, campaign, protocol, progress=progress)
     with Store(db) as store:
         measured = store.measurements()
+        failures = store.failures()
+    failed = failures[failures["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
     measured = measured[measured["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
     budgets = result.budgets
     table, counts = [], {"correct_accept": 0, "false_accept": 0, "correct_reject": 0, "false_reject": 0}
     for _, row in frame.iterrows():
         if row["id"] not in measured.index:
-            table.append(
-                {"model": row["model"], "role": row["_role"], "failure": "not measured (see the store)"}
-            )
+            reason = failed.loc[row["id"], "reason"] if row["id"] in failed.index else "not measured"
+            table.append({"model": row["model"], "role": row["_role"], "failure": str(reason)})
             continue
         m = measured.loc[row["id"]]
         truth = {
@@ -466,8 +467,11 @@ def validate(
         "campaign": campaign,
         "db": str(db),
         "counts": counts,
-        "budget_accuracy": (counts["correct_accept"] + counts["correct_reject"])
-        / max(sum(counts.values()), 1),
+        "budget_accuracy": (
+            (counts["correct_accept"] + counts["correct_reject"]) / sum(counts.values())
+            if sum(counts.values())
+            else None
+        ),
         "median_latency_error": float(np.median(errors)) if errors else None,
         "rows": table,
     }
