@@ -3,7 +3,8 @@
 - ``CascadeBlend``: CARB's model-level cascade of blended tree ensembles (memory → energy → latency);
 - ``OpWise``: an operation-wise latency predictor (executed kernels + a learned overhead model);
 - ``FlopsProportional`` / ``LogLinear``: the baselines every evaluation is compared with;
-- ``training_data(store)``: the training table of a store; ``load(folder)``: any predictor directory.
+- ``training_data(store)``: the training table of a store; ``feature_frame``: feature dicts to input
+  columns; ``load(folder)``: any predictor directory.
 
 ``predict`` learns from tables and never measures anything itself.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from infercast.predict.artifact import read_meta
 from infercast.predict.baselines import FlopsProportional, LogLinear
 from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
-from infercast.predict.data import TrainingData, model_features, resolve_platform, training_data
+from infercast.predict.data import TrainingData, feature_frame, resolve_platform, training_data
 from infercast.predict.errors import PredictorError
 from infercast.predict.metrics import regression_metrics
 from infercast.predict.opwise import OpWise
@@ -29,8 +30,8 @@ __all__ = [
     "OpWise",
     "PredictorError",
     "TrainingData",
+    "feature_frame",
     "load",
-    "model_features",
     "regression_metrics",
     "resolve_platform",
     "stratified_split",

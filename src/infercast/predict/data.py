@@ -113,18 +113,3 @@ def training_data(
         models=rows["model"].to_numpy(dtype=object),
         platform=chosen,
     )
-
-
-def model_features(models: list[str], settings: dict[str, Any]) -> pd.DataFrame:
-    """Capture model strings (any the loader takes) into the predictors' input columns."""
-    from infercast.features import features
-    from infercast.graph import capture
-    from infercast.models import load_model
-
-    rows = []
-    for model in models:
-        loaded = load_model(model)
-        rows.append(
-            features(capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape))
-        )
-    return feature_frame(rows, settings)
