@@ -47,9 +47,7 @@ def main() -> None:
         batch = int(suffix) if suffix in ("32", "256") else 1
         if batch not in features_by_batch:
             configs = pd.DataFrame({"cell": table["arch"].to_numpy(dtype=object), "batch": batch})
-            features_by_batch[batch] = feature_frame(
-                family.features(configs).to_dict("records"), {"threads": 1}
-            )
+            features_by_batch[batch] = feature_frame(family.features(configs), {"threads": 1})
         x = features_by_batch[batch]
         y = pd.DataFrame({"latency_ms": table[device].to_numpy(dtype=np.float64)})
         blend = CascadeBlend(

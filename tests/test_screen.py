@@ -43,7 +43,7 @@ params:
 def predictor(tmp_path_factory) -> tuple[CascadeBlend, Path]:
     family = space.get("carb-resnet")
     configs = family.sample(800, seed=5, stratified=True)
-    x = feature_frame(family.features(configs).to_dict("records"), {"threads": 1})
+    x = feature_frame(family.features(configs), {"threads": 1})
     blend = CascadeBlend(**SMALL).fit(x, _law(x, np.random.default_rng(1)))
     folder = tmp_path_factory.mktemp("screen") / "predictor"
     blend.save(folder, {"platform": PLATFORM, "training": {"models": ["space:carb-resnet"]}})
@@ -76,8 +76,11 @@ def test_screen_keeps_only_feasible_non_dominated_candidates(predictor) -> None:
     budgets = screen.Budgets(max_latency_ms=20.0, max_memory_mb=200.0)
     result = screen.screen(blend, candidates, budgets, ["latency", "memory", "params"], shortlist=6)
     stage1 = result.stage1
-    assert stage1["survivors"] + stage1["elimination_rate"] * 20_000 == pytest.approx(20_000)
-    assert all(0 < k < 20_000 for k in stage1["removed_by"].values())
+    removed = stage1["removed_by"]
+    # a candidate over both budgets counts in both: survivors lie between the two bounds
+    assert 20_000 - sum(removed.values()) <= stage1["survivors"] <= 20_000 - max(removed.values())
+    assert stage1["distinct_survivors"] <= stage1["survivors"]
+    assert all(0 < k < 20_000 for k in removed.values())
     picked = result.shortlist
     assert len(picked) == 6
     assert (picked["latency_ms"] <= 20.0).all() and (picked["peak_memory_mb"] <= 200.0).all()

@@ -114,20 +114,14 @@ def _nchwc_absorbed(node: onnx.NodeProto, graph: _OriginalGraph) -> tuple[list[o
     named after an original tensor (``<tensor>_nchwc``: a conv's output, or the activation right
     after it), a 4th input means a fused residual Add, an ``activation`` attribute a fused
     activation. Returns the absorbed original nodes and the original tensor the node computes."""
-    if node.name.endswith("_bn_nchwc"):  # a BatchNormalization run as a 1x1 NCHWc convolution
-        tensor = node.name.removesuffix("_bn_nchwc")
-        first = graph.producer.get(tensor)
-        if first is None:
-            return [], tensor
-        absorbed = [first]
-    else:
-        tensor = node.name.removesuffix("_nchwc")
-        first = graph.producer.get(tensor)
-        if first is None:
-            return [], tensor
-        absorbed = [first]
-        if first.op_type != node.op_type and first.input and first.input[0] in graph.producer:
-            absorbed.insert(0, graph.producer[first.input[0]])  # named after the activation it fused
+    batchnorm = node.name.endswith("_bn_nchwc")  # a BatchNormalization run as a 1x1 NCHWc conv
+    tensor = node.name.removesuffix("_bn_nchwc" if batchnorm else "_nchwc")
+    first = graph.producer.get(tensor)
+    if first is None:
+        return [], tensor
+    absorbed = [first]
+    if not batchnorm and first.op_type != node.op_type and first.input and first.input[0] in graph.producer:
+        absorbed.insert(0, graph.producer[first.input[0]])  # named after the activation it fused
     activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
     wanted = (["Add"] if node.op_type == "Conv" and len(node.input) >= 4 else []) + (
         [activation] if activation else []

@@ -47,9 +47,7 @@ def train(
     say = progress or (lambda message: None)
     with Store(db) as store:
         data = training_data(store, platform, latency_stat, campaigns)
-        ops_tables = None
-        if opwise and not store.op_measurements().empty:
-            ops_tables = store_tables(store, data.platform["id"], latency_stat)
+        ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
     if len(data.x) < 12:
         raise PredictorError(
             f"{db}: only {len(data.x)} measured configs on this platform; train needs 12 or more"
@@ -85,8 +83,7 @@ def train(
         "blend_weights": {t: s.weights for t, s in model.stages.items()},
         "corrector": {t: s.corrector_note for t, s in model.stages.items()},
     }
-    if ops_tables is not None:
-        ops, e2e = ops_tables
+    if ops is not None and not ops.empty:
         train_ids = set(data.config_ids[train_rows])
         test_ids = set(data.config_ids[test_rows])
         profiled = len(train_ids & set(ops["model"]))
@@ -182,8 +179,7 @@ def evaluate(
         chosen = resolve_platform(store, platform or own.get("id"))
         stat = blend.metadata.get("training", {}).get("latency_stat", "low_ms")
         data = training_data(store, chosen["id"], stat, campaigns)
-        has_ops = not store.op_measurements().empty
-        ops_tables = store_tables(store, chosen["id"], stat) if has_ops else None
+        ops, e2e = store_tables(store, chosen["id"], stat)
     seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
     keep = np.array([cid not in seen for cid in data.config_ids])
     if not keep.any():
@@ -200,8 +196,7 @@ def evaluate(
         "unavailable": blend.unavailable,
     }
     opwise = _opwise(folder)
-    if opwise is not None and ops_tables is not None:
-        ops, e2e = ops_tables
+    if opwise is not None and not ops.empty:
         unseen = set(data.config_ids[keep]) & set(ops["model"])
         if unseen:
             out["opwise"] = opwise.score(ops[ops["model"].isin(unseen)].drop(columns="latency_ms"), e2e)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infercast.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from infercast.predict.data import SETTING_FEATURES
 from infercast.predict.errors import PredictorError
 
 FORMAT = "infercast-predictor"
@@ -85,7 +86,7 @@ def check_feature_schema(meta: dict[str, Any], folder: Path, names: list[str]) -
             f"{folder}: trained on feature schema {meta.get('feature_schema')!r}, this infercast computes "
             f"schema {FEATURE_SCHEMA_VERSION}; retrain it with `infercast train`"
         )
-    unknown = [n for n in names if n not in FEATURE_NAMES and n != "threads" and not n.startswith("log_")]
+    unknown = [n for n in names if n not in (*FEATURE_NAMES, *SETTING_FEATURES) and not n.startswith("log_")]
     if unknown:
         raise PredictorError(
             f"{folder}: meta.json names features this infercast does not know: {unknown[:5]}"

@@ -8,7 +8,7 @@ earlier stages' log predictions as features):
    paper): trees cannot extrapolate, so a config larger than any seen would otherwise be
    predicted as the largest one seen — with the trend it follows the trend's slope;
 2. their out-of-fold predictions (folds stratified by batch tier × depth tier, as in the paper)
-   choose the blend weights by non-negative least squares, normalised to sum to 1;
+   choose the blend weights by least squares constrained to be non-negative and sum to 1;
 3. a small LightGBM **residual corrector** for small batches (``batch <= small_batch``, where
    fixed per-call overheads bend the scaling) is fitted on the out-of-fold residuals of those rows
    and kept only if it lowers their cross-validated error;
@@ -40,7 +40,7 @@ from infercast.predict.ood import OODDetector
 
 TARGETS: dict[str, str] = {"memory": "peak_memory_mb", "energy": "energy_j", "latency": "latency_ms"}
 DEFAULT_ORDER: tuple[str, ...] = ("memory", "energy", "latency")
-BATCH_TIERS = (1, 8, 32)
+BATCH_TIERS = (1, 8, 32)  # batch 1 | 2–8 | 9–32 | > 32
 _TREND_COLUMNS = ("flops", "params", "weight_bytes", "activation_bytes")
 _BODY_KEYS = {
     "params",
@@ -49,7 +49,7 @@ _BODY_KEYS = {
     "stages",
     "unavailable",
     "baselines",
-}  # batch 1 | 2–8 | 9–32 | > 32
+}
 
 
 def strata(batch: np.ndarray, depth: np.ndarray, depth_edges: np.ndarray) -> np.ndarray:

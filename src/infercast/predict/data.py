@@ -58,9 +58,10 @@ def settings_columns(settings: dict[str, Any]) -> dict[str, float]:
     return {"threads": float(settings.get("threads") or 1)}
 
 
-def feature_frame(feature_dicts: list[dict[str, Any]], settings: dict[str, Any]) -> pd.DataFrame:
-    """Feature dicts (as ``features()`` returns them) to the predictors' input columns."""
-    frame = pd.DataFrame.from_records(list(feature_dicts))
+def feature_frame(features: pd.DataFrame | list[dict[str, Any]], settings: dict[str, Any]) -> pd.DataFrame:
+    """Features (a frame, as ``Space.features`` returns, or dicts, as ``features()`` does) to the
+    predictors' input columns: ``FEATURE_NAMES`` then the platform settings."""
+    frame = features if isinstance(features, pd.DataFrame) else pd.DataFrame.from_records(features)
     missing = [name for name in FEATURE_NAMES if name not in frame.columns]
     if missing:
         raise PredictorError(

@@ -155,10 +155,10 @@ def _signature(op_types: list[str]) -> tuple[str, ...]:
     return tuple(sorted("conv" if t in ("dwconv", "gconv") else t for t in op_types if t != "bn"))
 
 
-def shape_arithmetic(row: dict[str, Any]) -> bool:
+def shape_arithmetic(fused_ops: list[str]) -> bool:
     """A kernel computing a tensor's shape (an exported ``x.view(n, c, …)`` reads ``Shape``): it
     moves no activations, and PyTorch's graph has no node for it; its time is overhead."""
-    return "Shape" in row["fused_ops"]
+    return "Shape" in fused_ops
 
 
 def fusion_agreement(predicted: pd.DataFrame, profiled: list[dict[str, Any]]) -> dict[str, Any]:
@@ -174,7 +174,9 @@ def fusion_agreement(predicted: pd.DataFrame, profiled: list[dict[str, Any]]) ->
         return [op_group(kind_of(op)) for op in ops]
 
     want = Counter(
-        _signature(kinds(row)) for row in profiled if row["fused_ops"] and not shape_arithmetic(row)
+        _signature(kinds(row))
+        for row in profiled
+        if row["fused_ops"] and not shape_arithmetic(row["fused_ops"])
     )
     want.pop((), None)
     have = Counter(_signature(list(group["op_type"])) for _, group in predicted.groupby("kernel", sort=False))

@@ -30,6 +30,7 @@ from infercast.graph import OP_GROUPS
 from infercast.graph.ops import is_alias, kind_of
 from infercast.predict.artifact import inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
+from infercast.predict.fusion import shape_arithmetic
 from infercast.predict.learners import XGBoostLearner
 from infercast.predict.metrics import regression_metrics
 
@@ -433,15 +434,19 @@ def store_tables(
 
     Each stored op row is one executed kernel; rows that computed nothing of the original graph
     (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
-    string."""
+    string. With no op profiles on the platform the op table is empty."""
+    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
+    measured = store.measurements(platform_id)
+    measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
+    e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]}).reset_index(
+        drop=True
+    )
     ops = store.op_measurements()
-    if ops.empty:
-        raise PredictorError(
-            f"{store.path}: no op profiles (profile with --ops to train the op-wise predictor)"
-        )
+    if ops.empty or not (ops["platform_id"] == platform_id).any():
+        return pd.DataFrame(columns=columns), e2e
     ops = ops[ops["platform_id"] == platform_id]
     computes = ops["fused_ops"].map(
-        lambda f: isinstance(f, list) and not all(is_alias(kind_of(o)) for o in f)
+        lambda f: isinstance(f, list) and not all(is_alias(kind_of(o)) for o in f) and not shape_arithmetic(f)
     )
     ops = ops[computes].copy()
     # keep one profile per config (the latest measurement), as for the end-to-end table
@@ -450,8 +455,4 @@ def store_tables(
     ops["model"] = ops["config_id"]
     ops["n_ops"] = ops["fused_ops"].map(len)
     ops["kernel"] = ops["kernel"].astype(str)
-    measured = store.measurements(platform_id)
-    measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
-    e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]})
-    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
-    return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e.reset_index(drop=True)
+    return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e

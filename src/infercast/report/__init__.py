@@ -68,7 +68,7 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     data = frame[(frame["platform_id"] == own) & ~frame["config_id"].isin(seen)].drop_duplicates("config_id")
     if data.empty:
         return data, {}
-    x = feature_frame(data[list(FEATURE_NAMES)].to_dict("records"), blend.metadata["platform"]["settings"])
+    x = feature_frame(data, blend.metadata["platform"]["settings"])
     predicted = blend.predict(x, ood="none")
     out = data.reset_index(drop=True)
     scores = blend.score(x, out[[TARGETS[t] for t in blend.stages]])

@@ -30,7 +30,7 @@ import pandas as pd
 from infercast.errors import InfercastError
 from infercast.features import FEATURE_NAMES
 from infercast.predict import TARGETS, CascadeBlend
-from infercast.predict.data import settings_columns
+from infercast.predict.data import feature_frame
 from infercast.screen.pareto import shortlist as pareto_shortlist
 
 OBJECTIVES = ("latency", "memory", "energy", "flops", "params")
@@ -195,12 +195,10 @@ def check_request(
             )
 
 
-def _matrix(features: pd.DataFrame, predictor: CascadeBlend) -> np.ndarray:
-    settings = predictor.metadata.get("platform", {}).get("settings", {})
-    frame = features.astype(np.float32)
-    for name, value in settings_columns(settings).items():
-        frame[name] = np.float32(value)
-    return frame[predictor.feature_names].to_numpy(dtype=np.float32)
+def _inputs(features: pd.DataFrame, predictor: CascadeBlend) -> pd.DataFrame:
+    """The predictor's input columns: the features + its platform's settings."""
+    frame = feature_frame(features, predictor.metadata.get("platform", {}).get("settings", {}))
+    return frame[predictor.feature_names]
 
 
 def stage_one(
@@ -225,8 +223,7 @@ def stage_one(
             features = candidates.family.features(chunk)
         else:
             features = candidates.features.iloc[start : start + CHUNK].reset_index(drop=True)
-        matrix = _matrix(features, predictor)
-        fast = predictor.predict_fast(matrix)
+        fast = predictor.predict_fast(_inputs(features, predictor).to_numpy(dtype=np.float32))
         keep = np.ones(len(chunk), dtype=bool)
         worst = np.zeros(len(chunk))
         for target, limit in active.items():
@@ -289,8 +286,7 @@ def stage_two(
     else:
         named = survivors
         features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)
-    settings = predictor.metadata.get("platform", {}).get("settings", {})
-    x = _frame(features, settings)
+    x = _inputs(features, predictor)
     parts = []
     for start in range(0, len(x), 50_000):
         # feature ranges here; the nearest-neighbour check runs on the shortlist only
@@ -314,13 +310,6 @@ def stage_two(
         "feasible": int(feasible.sum()),
     }
     return scored, report
-
-
-def _frame(features: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
-    frame = features[list(FEATURE_NAMES)].astype(np.float64)
-    for name, value in settings_columns(settings).items():
-        frame[name] = value
-    return frame
 
 
 def _objective_values(frame: pd.DataFrame, objectives: list[str]) -> np.ndarray:
@@ -374,9 +363,7 @@ def screen(
     picked["front"] = ranks
     scorer = predictor_b or predictor
     if scorer.ood is not None:
-        settings = scorer.metadata.get("platform", {}).get("settings", {})
-        matrix = _frame(picked[list(FEATURE_NAMES)], settings)[scorer.feature_names].to_numpy()
-        picked["ood"], picked["ood_reason"] = scorer.ood.check(matrix)
+        picked["ood"], picked["ood_reason"] = scorer.ood.check(_inputs(picked, scorer).to_numpy())
     result.shortlist = picked.reset_index(drop=True)
     infeasible = scored[~scored["feasible"]]
     result.rejected_near = infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation")
