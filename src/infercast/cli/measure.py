@@ -126,6 +126,9 @@ def profile(
     energy: bool = typer.Option(True, "--energy/--no-energy"),
     ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
     op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
+    limit: int | None = typer.Option(
+        None, "--limit", help="measure only the first N configs of the sample this run"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Profile a sample of a design space into a store; rerunning the same command resumes."""
@@ -163,6 +166,7 @@ def profile(
                 energy=energy,
                 op_runs=op_runs if ops else 0,
                 progress=progress,
+                limit=limit,
             )
 
         summary = run_guarded(body)

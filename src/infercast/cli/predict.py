@@ -1,4 +1,4 @@
-"""``infercast train | predict | evaluate | train-ops | predict-ops``."""
+"""``infercast train | predict | evaluate | adapt | train-ops | predict-ops``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import MODEL_HELP, Table, app, console, print_json, run_guarded
+from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
 
 _SHOWN = ("r2", "mape", "within_10pct", "spearman", "coverage")
 
@@ -220,3 +220,70 @@ def predict_ops(
             f"[yellow]yes[/]: {r['ood_reason']}" if r["ood"] else "no",
         )
     console.print(table)
+
+
+@app.command()
+def adapt(
+    predictor: list[Path] = typer.Option(
+        ..., "--predictor", help="source predictor directory (repeat for several sources)"
+    ),
+    db: Path | None = typer.Option(None, "--db", help="store with the target platform's measurements"),
+    out: Path | None = typer.Option(None, "--out", help="adapted predictor directory to write"),
+    k: int = typer.Option(10, "--k", help="target measurements to adapt from"),
+    platform: str | None = typer.Option(
+        None, "--platform", help="target platform id (default: the store's only non-source one)"
+    ),
+    selection: str = typer.Option("spread", "--selection", help="spread (k-centre) or random"),
+    campaign: list[str] | None = typer.Option(None, "--campaign", help="use these campaigns only"),
+    plan: str | None = typer.Option(
+        None, "--plan", help="instead: list the k configs of this design space worth measuring"
+    ),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Adapt source predictors to a new platform from k of its measured configs (few-shot).
+
+    First `--plan SPACE` lists k configs to measure on the new device (spread over the sources'
+    predictions); measure them into a store; then `--db STORE --out DIR` fits and scores."""
+    from infercast.predict.api import adapt as run_adapt
+    from infercast.predict.api import suggest
+
+    if plan is not None:
+        models = run_guarded(lambda: suggest([str(p) for p in predictor], plan, k, seed=seed))
+        if as_json:
+            print_json(models)
+            return
+        console.print(f"measure these {len(models)} configs on the new device (`infercast measure … --db`):")
+        for model in models:
+            console.print(model, soft_wrap=True, highlight=False)
+        return
+    if db is None or out is None:
+        err_console.print("[bold red]error:[/] --db and --out are needed (or --plan SPACE to choose configs)")
+        raise typer.Exit(2)
+
+    def body() -> dict[str, Any]:
+        with console.status(f"adapting from {k} target measurements", spinner="dots"):
+            return run_adapt(
+                [str(p) for p in predictor], db, out, k, platform, selection, seed, campaign or None
+            )
+
+    summary = run_guarded(body)
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"adapted predictor written to {summary['predictor']} (platform {summary['platform']}, "
+        f"k={summary['k']}, {summary['selection']} selection)"
+    )
+    if summary["test_metrics"]:
+        scores = {}
+        for target, metrics in summary["test_metrics"].items():
+            scores[target] = {
+                **metrics,
+                "baselines": {
+                    f"source {i} unadapted": m for i, m in enumerate(metrics.get("sources_unadapted", []))
+                },
+            }
+        console.print(_metrics_table(f"the other {summary['n_test']} measured configs", scores))
+    for target, fit in summary["fit"].items():
+        console.print(f"{target}: {fit['residual']}; weights {fit['weights']}")

@@ -137,9 +137,14 @@ def profile(
     energy: bool = True,
     op_runs: int = 0,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
+    limit: int | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Measure ``n`` sampled configs of ``space`` into the store ``db``; rerunning resumes.
+
+    ``limit`` measures only the first ``limit`` configs of the sample in this run (the campaign
+    keeps its name, so a later run without it completes the same sample; another platform
+    profiled with the same ``n``, ``seed`` and ``limit`` measures the same configs).
 
     ``op_runs`` > 0 also profiles every executed kernel (ONNX Runtime) over that many runs.
     ``progress(event, summary)`` is called with ``"start"`` (after planning: ``summary["todo"]``
@@ -148,6 +153,8 @@ def profile(
     """
     from infercast import space as spaces
 
+    if limit is not None and limit < 1:
+        raise MeasureError(f"limit={limit!r}: measure at least one config (or leave it out)")
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     family = spaces.get(space)
     # a small space sampled with replacement repeats configs: each is measured once
@@ -164,7 +171,7 @@ def profile(
             "features": {k: float(v) for k, v in features.loc[index].items()},
         }
         for index, row in configs.iterrows()
-    ]
+    ][:limit]
     return run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress)
 
 

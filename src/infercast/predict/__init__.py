@@ -2,6 +2,7 @@
 
 - ``CascadeBlend``: CARB's model-level cascade of blended tree ensembles (memory → energy → latency);
 - ``OpWise``: an operation-wise latency predictor (executed kernels + a learned overhead model);
+- ``Adapted``: few-shot adaptation of source predictors to a new platform from k measurements;
 - ``FlopsProportional`` / ``LogLinear``: the baselines every evaluation is compared with;
 - ``training_data(store)``: the training table of a store; ``feature_frame``: feature dicts to input
   columns; ``load(folder)``: any predictor directory.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infercast.predict.adapt import Adapted, select_configs
 from infercast.predict.artifact import read_meta
 from infercast.predict.baselines import FlopsProportional, LogLinear
 from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
@@ -24,6 +26,7 @@ from infercast.predict.opwise import OpWise
 
 __all__ = [
     "TARGETS",
+    "Adapted",
     "CascadeBlend",
     "FlopsProportional",
     "LogLinear",
@@ -34,16 +37,20 @@ __all__ = [
     "load",
     "regression_metrics",
     "resolve_platform",
+    "select_configs",
     "stratified_split",
     "training_data",
 ]
 
 
 def load(folder: str | Path) -> Any:
-    """Load any predictor directory (``CascadeBlend`` or ``OpWise``) by the kind in its meta.json."""
+    """Load any predictor directory (``CascadeBlend``, ``OpWise`` or ``Adapted``) by the kind in its
+    meta.json."""
     kind = read_meta(folder).get("kind")
     if kind == "cascade-blend":
         return CascadeBlend.load(folder)
     if kind == "opwise":
         return OpWise.load(folder)
+    if kind == "adapted":
+        return Adapted.load(folder)
     raise PredictorError(f"{folder}: unknown predictor kind {kind!r}")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from infercast.predict.adapt import Adapted, select_configs
 from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
 from infercast.predict.data import feature_frame, resolve_platform, training_data
 from infercast.predict.errors import PredictorError
@@ -98,8 +99,16 @@ def train(
     return summary
 
 
-def _predictor(folder: str | Path) -> CascadeBlend:
-    return CascadeBlend.load(folder)
+def _predictor(folder: str | Path) -> CascadeBlend | Adapted:
+    from infercast.predict import load
+
+    model = load(folder)
+    if isinstance(model, OpWise):
+        raise PredictorError(
+            f"{folder}: an op-wise predictor of tables; use `infercast predict-ops` with it, or a "
+            "predictor directory from `infercast train`"
+        )
+    return model
 
 
 def _opwise(folder: str | Path) -> OpWise | None:
@@ -249,3 +258,90 @@ def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]
         }
         for name, row in predicted.iterrows()
     ]
+
+
+def _target_platform(store: Store, platform: str | None, sources: Adapted) -> dict[str, Any]:
+    """The platform to adapt to: the one named, else the only one no source was trained on."""
+    own = {s.metadata.get("platform", {}).get("id") for s in sources.sources}
+    if platform is None:
+        others = store.platforms()
+        others = others[~others["id"].isin(own)]
+        if len(others) == 1:
+            platform = str(others.iloc[0]["id"])
+    chosen = resolve_platform(store, platform)
+    if chosen["id"] in own:
+        raise PredictorError(
+            f"platform {chosen['id']} is a source predictor's own platform: adapt builds a predictor for "
+            "another one (name it with --platform)"
+        )
+    return chosen
+
+
+def adapt(
+    sources: list[str | Path],
+    db: str | Path,
+    out: str | Path,
+    k: int = 10,
+    platform: str | None = None,
+    selection: str = "spread",
+    seed: int = 0,
+    campaigns: list[str] | None = None,
+) -> dict[str, Any]:
+    """Few-shot adaptation: choose ``k`` of the target platform's measured configs (``selection``),
+    fit an ``Adapted`` predictor on them, score it on the rest next to the unadapted sources, and
+    write it to ``out`` (self-contained: the sources are copied in)."""
+    model = Adapted.from_folders(sources, seed=seed)
+    stat = model.sources[0].metadata.get("training", {}).get("latency_stat", "low_ms")
+    with Store(db) as store:
+        chosen = _target_platform(store, platform, model)
+        data = training_data(store, chosen["id"], stat, campaigns)
+    if len(data.x) < k:
+        raise PredictorError(
+            f"{db} holds {len(data.x)} measured configs on platform {chosen['id']}; --k {k} needs that many"
+        )
+    picked = select_configs(model.sources, data.x, k, selection, seed)
+    model.fit(data.x.iloc[picked], data.y.iloc[picked])
+    rest = np.setdiff1d(np.arange(len(data.x)), picked)
+    scores = model.score(data.x.iloc[rest], data.y.iloc[rest]) if len(rest) else {}
+    metadata = {
+        "platform": _platform_meta(chosen),
+        "training": {
+            "db": str(db),
+            "latency_stat": stat,
+            "campaigns": campaigns,
+            "k": k,
+            "selection": selection,
+            "train_config_ids": sorted(data.config_ids[picked].tolist()),
+            "n_test": len(rest),
+            "test_metrics": scores,
+        },
+    }
+    model.save(out, metadata)
+    return {
+        "predictor": str(out),
+        "platform": chosen["id"],
+        "sources": [str(s) for s in sources],
+        "k": k,
+        "selection": selection,
+        "measured_configs": data.models[picked].tolist(),
+        "n_test": len(rest),
+        "test_metrics": scores,
+        "fit": model.describe(),
+        "unavailable": model.unavailable,
+    }
+
+
+def suggest(
+    sources: list[str | Path], space_name: str, k: int = 10, pool: int = 5000, seed: int = 0
+) -> list[str]:
+    """The ``k`` configs of a design space worth measuring on a new device before ``adapt``:
+    spread over the sources' predictions among ``pool`` sampled ones."""
+    from infercast import space as spaces
+
+    model = Adapted.from_folders(sources, seed=seed)
+    family = spaces.get(space_name)
+    configs = family.sample(pool, seed=seed)
+    settings = model.sources[0].metadata.get("platform", {}).get("settings", {})
+    x = feature_frame(family.features(configs), settings)
+    picked = select_configs(model.sources, x, k, "spread", seed)
+    return configs["model"].iloc[picked].tolist()

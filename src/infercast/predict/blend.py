@@ -398,20 +398,11 @@ class CascadeBlend:
         """Held-out metrics per available target (see ``regression_metrics``)."""
         predicted = self.predict(x, ood="none")
         scores: dict[str, dict[str, Any]] = {}
-        for target, stage in self.stages.items():
-            column = TARGETS[stage.target]
-            if column not in y.columns:
+        for target in self.stages:
+            scored = score_target(y, predicted, TARGETS[target])
+            if scored is None:
                 continue
-            truth = y[column].to_numpy(dtype=np.float64)
-            keep = np.isfinite(truth) & (truth > 0)
-            if keep.sum() == 0:
-                continue
-            scores[target] = regression_metrics(
-                truth[keep],
-                predicted[column].to_numpy()[keep],
-                predicted[column + "_low"].to_numpy()[keep],
-                predicted[column + "_high"].to_numpy()[keep],
-            )
+            scores[target], truth, keep = scored
             scores[target]["baselines"] = {
                 name: regression_metrics(truth[keep], baseline.predict(x[keep]))
                 for name, baseline in self.baselines.get(target, {}).items()
@@ -524,6 +515,26 @@ class CascadeBlend:
             "seed": self.seed,
             "n_jobs": self.n_jobs,
         }
+
+
+def score_target(
+    y: pd.DataFrame, predicted: pd.DataFrame, column: str
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray] | None:
+    """Metrics of ``predicted[column]`` (and its interval) against the measured rows of ``y``,
+    with the truth and the mask of measured rows; None when ``y`` has none."""
+    if column not in y.columns:
+        return None
+    truth = y[column].to_numpy(dtype=np.float64)
+    keep = np.isfinite(truth) & (truth > 0)
+    if keep.sum() == 0:
+        return None
+    metrics = regression_metrics(
+        truth[keep],
+        predicted[column].to_numpy()[keep],
+        predicted[column + "_low"].to_numpy()[keep],
+        predicted[column + "_high"].to_numpy()[keep],
+    )
+    return metrics, truth, keep
 
 
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:

@@ -3,8 +3,9 @@
 ``build_report(db, out, predictor=None)`` writes ``out`` (plots embedded as base64 PNG, no script,
 no network at view time) and ``<out stem>_figures/*.png``. Sections: how the costs scale
 (FLOPs, batch, input size, depth), memory composition, energy vs latency (or why there is none),
-measurement noise, platform pairs, and — with a predictor — its accuracy on configs it never
-trained on (predicted vs measured, error histogram, interval coverage).
+measurement noise, platform pairs and the transfer matrix (``report.transfer``), and — with a
+predictor — its accuracy on configs it never trained on (predicted vs measured, error histogram,
+interval coverage).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import html
 import io
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +82,51 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     return out, scores
 
 
-def build_report(db: str | Path, out: str | Path, predictor: str | Path | None = None) -> Path:
+def _transfer_table(matrix: pd.DataFrame) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "target",
+            "trained on",
+            "scored on",
+            "n",
+            "R²",
+            "Spearman",
+            "MAPE %",
+            "slope",
+            "B / A",
+            "slope measured",
+        )
+    )
+    cells = []
+    for r in matrix.itertuples():
+        values = (
+            r.target,
+            r.source,
+            r.target_platform,
+            str(r.n),
+            f"{r.r2:.3f}",
+            f"{r.spearman:.3f}",
+            f"{r.mape:.1f}",
+            f"{r.slope:.2f}",
+            f"{r.median_ratio:.2f}",
+            f"{r.slope_measured:.2f}",
+        )
+        cells.append("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in values) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(cells)}</table>"
+
+
+def build_report(
+    db: str | Path,
+    out: str | Path,
+    predictor: str | Path | None = None,
+    transfer: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Write the report; ``transfer`` trains one light predictor per platform for the transfer
+    matrix when the store holds platforms that share configs (``progress`` hears about it)."""
     from infercast.report import figures
+    from infercast.report.transfer import platform_label, transfer_matrix
 
     out = Path(out)
     if out.suffix != ".html":
@@ -89,38 +134,66 @@ def build_report(db: str | Path, out: str | Path, predictor: str | Path | None =
     frame = measurements_frame(db)
     folder = out.parent / f"{out.stem}_figures"
     folder.mkdir(parents=True, exist_ok=True)
+    # the characterization of one platform at a time: the one measured most (peak memory means
+    # different things on different backends, and their latencies would mix into one cloud)
+    main_id = frame["platform_id"].value_counts().index[0]
+    main = frame[frame["platform_id"] == main_id]
+    with Store(db) as store:
+        named = {r["id"]: platform_label(r) for r in store.platforms().to_dict("records")}
+    on = f" Platform {named.get(main_id, main_id)}" + (
+        " (the one measured most)." if frame["platform_id"].nunique() > 1 else "."
+    )
     sections: list[tuple[str, str, Any]] = [
         (
             "How the costs scale",
             "Measured latency (low_ms) and peak memory against the analytic FLOPs; "
-            "throughput against batch and input size.",
-            figures.scaling(frame),
+            "throughput against batch and input size." + on,
+            figures.scaling(main),
         ),
-        ("Depth", "Latency and memory against the number of weighted layers.", figures.depth_width(frame)),
+        (
+            "Depth",
+            "Latency and memory against the number of weighted layers." + on,
+            figures.depth_width(main),
+        ),
         (
             "Memory composition",
             "The measured peak split into what the graph explains (weights, peak live "
-            "activations) and the rest.",
-            figures.memory_composition(frame),
+            "activations) and the rest." + on,
+            figures.memory_composition(main),
         ),
     ]
-    if frame["energy_j"].notna().any():
+    if main["energy_j"].notna().any():
         sections.append(
             (
                 "Energy vs latency",
-                "Mean power per inference against arithmetic intensity.",
-                figures.energy_vs_latency(frame),
+                "Mean power per inference against arithmetic intensity." + on,
+                figures.energy_vs_latency(main),
             )
         )
     sections.append(
         (
             "Measurement noise",
-            "Within-campaign CI of each median; change between campaigns of configs measured twice.",
+            "Within-campaign CI of each median; change between campaigns of configs measured twice "
+            "on the same platform.",
             figures.noise(frame),
         )
     )
+    matrix = pd.DataFrame()
     if frame["platform_id"].nunique() > 1:
         sections.append(("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame)))
+        if transfer:
+            matrix = transfer_matrix(db, progress=progress)
+    if not matrix.empty:
+        matrix.to_csv(folder / "transfer_matrix.csv", index=False)
+        sections.append(
+            (
+                "Transfer matrix",
+                "A predictor trained on one platform (rows) scored on another's measurements (columns), "
+                "on held-out configs; the diagonal is the same-platform accuracy. Slope: log-log slope of "
+                "the target platform's measurements on the predictions; B / A: their median ratio.",
+                figures.transfer_matrix(matrix),
+            )
+        )
     summary_rows = [
         ("store", str(db)),
         (
@@ -183,6 +256,8 @@ def build_report(db: str | Path, out: str | Path, predictor: str | Path | None =
         )
         if title == "Predictor accuracy":
             body.append(accuracy_html)
+        if title == "Transfer matrix":
+            body.append(_transfer_table(matrix))
     if predictor is not None and "Predictor accuracy" not in [s[0] for s in sections]:
         body.append(f"<h2>Predictor accuracy</h2>{accuracy_html}")
     style = (

@@ -58,6 +58,7 @@ def depth_width(frame: pd.DataFrame) -> Figure:
                 frame["flops"] / frame["depth"].clip(lower=1),
                 "FLOPs/layer",
             )
+        ax.set_xscale("linear")  # depth is a small integer count: log ticks would be unreadable
         ax.set(xlabel="depth (weighted layers)", ylabel=label, title=f"{label.split(' ')[0]} vs depth")
     fig.tight_layout()
     return fig
@@ -106,9 +107,11 @@ def noise(frame: pd.DataFrame) -> Figure:
     axes[0].set(
         xlabel="95 % CI half-width of the median (%)", ylabel="configs", title="within-campaign noise"
     )
-    repeats = frame[frame.duplicated("config_id", keep=False)]
+    repeats = frame[frame.duplicated(["platform_id", "config_id"], keep=False)]
     if len(repeats):
-        spread = repeats.groupby("config_id")["low_ms"].agg(lambda v: (v.max() - v.min()) / v.min() * 100)
+        spread = repeats.groupby(["platform_id", "config_id"])["low_ms"].agg(
+            lambda v: (v.max() - v.min()) / v.min() * 100
+        )
         axes[1].hist(spread, bins=30, color="tab:orange")
         axes[1].set(xlabel="|Δ low_ms| between campaigns (%)", ylabel="configs", title="re-measurement noise")
     else:
@@ -165,5 +168,41 @@ def transfer(frame: pd.DataFrame) -> Figure:
             ylabel=f"{b} (ms)",
             title=f"log-log slope {slope:.2f}",
         )
+    fig.tight_layout()
+    return fig
+
+
+def transfer_matrix(matrix: pd.DataFrame) -> Figure:
+    """Heat maps of the transfer matrix: per cost target, R² and Spearman ρ of a predictor trained
+    on the row platform, scored on the column platform."""
+    targets = list(dict.fromkeys(matrix["target"]))
+    names = list(dict.fromkeys([*matrix["source"], *matrix["target_platform"]]))
+    fig, axes = plt.subplots(
+        len(targets),
+        2,
+        figsize=(5.5 + 1.1 * len(names), (2.2 + 0.8 * len(names)) * len(targets)),
+        squeeze=False,
+    )
+    for row, target in enumerate(targets):
+        part = matrix[matrix["target"] == target]
+        for col, (metric, low) in enumerate((("r2", 0.0), ("spearman", 0.5))):
+            grid = part.pivot(index="source", columns="target_platform", values=metric)
+            grid = grid.reindex(index=[n for n in names if n in grid.index], columns=names)
+            ax = axes[row, col]
+            image = ax.imshow(grid.to_numpy(dtype=float), vmin=low, vmax=1.0, cmap="viridis")
+            for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+                if np.isfinite(value):
+                    ax.text(
+                        j,
+                        i,
+                        f"{value:.2f}",
+                        ha="center",
+                        va="center",
+                        color="white" if value < 0.8 else "black",
+                    )
+            ax.set_xticks(range(len(grid.columns)), grid.columns, rotation=30, ha="right")
+            ax.set_yticks(range(len(grid.index)), grid.index)
+            ax.set(xlabel="scored on", ylabel="trained on" if col == 0 else "", title=f"{target}: {metric}")
+            fig.colorbar(image, ax=ax)
     fig.tight_layout()
     return fig
