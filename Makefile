@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Reinstall only when the project metadata or the pins change: the second run is a no-op.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[zoo,test]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[zoo,test,ray]"
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -15,18 +15,22 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from infercast.cli import MODEL_HELP, Table, app, console, print_json, run_guarded
+from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
 
 BACKEND_HELP = "ort-cpu, torch-cpu, torch-cuda or ort-cuda"
+
+
+def _settings(name: str, threads: int, opt_level: str) -> dict[str, Any]:
+    settings: dict[str, Any] = {"threads": threads}
+    if name.startswith("ort-"):
+        settings["opt_level"] = opt_level
+    return settings
 
 
 def _backend(name: str, threads: int, opt_level: str) -> Any:
     from infercast.measure import backends
 
-    settings: dict[str, Any] = {"threads": threads}
-    if name.startswith("ort-"):
-        settings["opt_level"] = opt_level
-    return backends.get(name, **settings)
+    return backends.get(name, **_settings(name, threads, opt_level))
 
 
 def _protocol(round_s: float, min_rounds: int, cap_s: float, group: int, timeout_s: float) -> Any:
@@ -129,10 +133,24 @@ def profile(
     limit: int | None = typer.Option(
         None, "--limit", help="measure only the first N configs of the sample this run"
     ),
+    ray_address: str | None = typer.Option(
+        None, "--ray", help="Ray cluster address (e.g. 10.0.0.1:6379): measure on its nodes"
+    ),
+    devices: list[str] | None = typer.Option(
+        None, "--device", help="with --ray: device kind(s) to measure on (nodes offer device:KIND)"
+    ),
+    chunk: int = typer.Option(16, "--chunk", help="with --ray: configs per cluster task"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
-    """Profile a sample of a design space into a store; rerunning the same command resumes."""
+    """Profile a sample of a design space into a store; rerunning the same command resumes.
+
+    With --ray ADDRESS the configs are measured on the cluster's nodes that offer each --device
+    kind (ray start --resources '{"device:KIND": 1}'); this process alone writes the store."""
     from infercast.measure import profile as run_profile
+
+    if devices and ray_address is None:
+        err_console.print("[bold red]error:[/] --device names a Ray device kind: it needs --ray ADDRESS")
+        raise typer.Exit(2)
 
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -148,30 +166,42 @@ def profile(
         def progress(event: str, state: dict[str, Any]) -> None:
             if event == "start":
                 bar.update(task, total=state["todo"], description=f"profiling {space}")
-            elif event in ("done", "failed"):
-                bar.advance(task)
+            elif event in ("done", "failed", "lost"):
+                bar.update(task, completed=state["done"] + state["failed"] + state.get("lost", 0))
 
         def body() -> dict[str, Any]:
-            chosen = _backend(backend, threads, opt_level)
-            protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
-            return run_profile(
-                space,
-                n,
-                db,
-                chosen,
-                seed=seed,
-                stratified=stratified,
-                campaign=campaign,
-                protocol=protocol,
-                energy=energy,
-                op_runs=op_runs if ops else 0,
-                progress=progress,
-                limit=limit,
+            common: dict[str, Any] = {
+                "seed": seed,
+                "stratified": stratified,
+                "campaign": campaign,
+                "protocol": _protocol(round_s, min_rounds, cap_s, group, timeout_s),
+                "energy": energy,
+                "op_runs": op_runs if ops else 0,
+                "progress": progress,
+                "limit": limit,
+            }
+            settings = _settings(backend, threads, opt_level)
+            if ray_address is None:
+                return run_profile(space, n, db, backend, **common, **settings)
+            try:
+                from infercast.distributed import profile_on_ray
+            except ImportError:
+                raise ValueError("--ray needs Ray: pip install 'infercast[ray]'") from None
+            kinds = devices or []
+            return profile_on_ray(
+                space, n, db, kinds, ray_address, backend, chunk=chunk, **common, **settings
             )
 
         summary = run_guarded(body)
     if as_json:
         print_json(summary)
+        return
+    if ray_address is not None:
+        console.print(
+            f"campaign {summary['campaign']} on {ray_address}: {summary['done']} measured, "
+            f"{summary['failed']} failed, {summary['skipped']} already in {db}, {summary['left']} left "
+            f"(rerun to measure them); platforms {summary['platforms']}"
+        )
         return
     width = summary["median_ci_half_width"]
     console.print(

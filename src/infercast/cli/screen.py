@@ -60,6 +60,10 @@ def screen(
     ),
     db: Path = typer.Option(Path("runs.db"), "--db", help="store for --validate measurements"),
     out: Path | None = typer.Option(None, "--out", help="write the shortlist to .parquet / .csv"),
+    ray_address: str | None = typer.Option(
+        None, "--ray", help="Ray cluster address: sample, featurise and filter --space on its nodes"
+    ),
+    shards: int | None = typer.Option(None, "--shards", help="with --ray: stage-1 tasks (default 2 per CPU)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Screen design candidates against latency / memory / energy budgets; keep a Pareto shortlist."""
@@ -80,7 +84,11 @@ def screen(
         chosen = [o.strip() for o in objectives.split(",") if o.strip()]
         model_a = CascadeBlend.load(predictor)
         model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
-        if models:
+        if ray_address is not None and (models or configs is not None):
+            raise ValueError("--ray screens a sample of --space (not --configs or --model)")
+        if ray_address is not None:
+            candidates = None
+        elif models:
             candidates = screening.from_models(list(models))
         elif configs is not None:
             candidates = screening.from_configs(configs, space or "")
@@ -95,18 +103,30 @@ def screen(
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done)
 
-            result = screening.screen(
-                model_a,
-                candidates,
-                budgets,
-                chosen,
-                shortlist,
-                risk,
-                model_b,
-                _parse_weights(weights),
-                platform,
-                progress,
-            )
+            options = {
+                "shortlist": shortlist,
+                "risk": risk,
+                "predictor_b": model_b,
+                "weights": _parse_weights(weights),
+                "platform": platform,
+                "progress": progress,
+            }
+            if candidates is None:
+                try:
+                    from infercast.distributed import screen_on_ray
+                except ImportError:
+                    raise ValueError("--ray needs Ray: pip install 'infercast[ray]'") from None
+                result = screen_on_ray(
+                    predictor, space or "", n, budgets, chosen, ray_address, seed, shards, **options
+                )
+                import pandas as pd
+
+                from infercast import space as spaces
+
+                # validation builds the shortlisted configs from the space
+                candidates = screening.Candidates(pd.DataFrame(), spaces.get(space or ""))
+            else:
+                result = screening.screen(model_a, candidates, budgets, chosen, **options)
         if validate and not result.shortlist.empty:
             with console.status("measuring the shortlist", spinner="dots"):
                 result.validation = screening.validate(

@@ -31,6 +31,8 @@ __all__ = [
     "Item",
     "MeasureError",
     "Protocol",
+    "campaign_rows",
+    "energy_sensor",
     "measure",
     "model_configs",
     "platform_of",
@@ -43,7 +45,8 @@ def platform_of(backend: Backend) -> Platform:
     return Platform(backend.name, backend.settings, fingerprint(backend.device))
 
 
-def _sensor(backend: Backend, energy: bool) -> Any:
+def energy_sensor(backend: Backend, energy: bool) -> Any:
+    """The backend's energy sensor, or a ``NoSensor`` saying why none is read."""
     return detect(backend.device) if energy else NoSensor("energy measurement was turned off")
 
 
@@ -76,7 +79,7 @@ def measure(
 
     if db is None:
         items = [Item(str(i), model, input_shape) for i, model in enumerate(models)]
-        Engine(chosen, protocol, _sensor(chosen, energy), op_runs=op_runs).run(items, keep, fail)
+        Engine(chosen, protocol, energy_sensor(chosen, energy), op_runs=op_runs).run(items, keep, fail)
         return [results[item.key] for item in items]
     rows = model_configs(models, input_shape)
     run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail)
@@ -151,16 +154,25 @@ def profile(
     is known), ``"done"``, ``"failed"`` and ``"round"``. Returns the summary: done, failed, skipped,
     median CI half-width.
     """
+    chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
+    rows, name = campaign_rows(space, n, seed, stratified, limit)
+    return run_campaign(rows, db, chosen, campaign or name, protocol, energy, op_runs, progress)
+
+
+def campaign_rows(
+    space: str, n: int, seed: int = 0, stratified: bool = True, limit: int | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """The config rows a ``profile`` campaign measures (see ``profile`` for ``limit``) and the
+    campaign's default name; the local engine and a Ray cluster measure the same rows."""
     from infercast import space as spaces
 
     if limit is not None and limit < 1:
         raise MeasureError(f"limit={limit!r}: measure at least one config (or leave it out)")
-    chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     family = spaces.get(space)
     # a small space sampled with replacement repeats configs: each is measured once
     configs = family.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
     features = family.features(configs)
-    campaign = campaign or f"{family.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
+    name = f"{family.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
     names = [p.name for p in family.params]
     rows = [
         {
@@ -172,7 +184,7 @@ def profile(
         }
         for index, row in configs.iterrows()
     ][:limit]
-    return run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress)
+    return rows, name
 
 
 def run_campaign(
@@ -221,7 +233,7 @@ def run_campaign(
                 on_failure(item, kind, reason)
             report("failed", summary)
 
-        engine = Engine(backend, protocol, _sensor(backend, energy), op_runs=op_runs)
+        engine = Engine(backend, protocol, energy_sensor(backend, energy), op_runs=op_runs)
         engine.run(todo, keep, fail, on_round=lambda: report("round", summary), deadline=deadline)
     summary["left"] = summary["todo"] - summary["done"] - summary["failed"]
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None

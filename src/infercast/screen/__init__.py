@@ -72,9 +72,10 @@ class Candidates:
     family: Any = None
     features: pd.DataFrame | None = None
     source: str = ""
+    count: int | None = None  # candidates generated elsewhere (on a cluster): only their number
 
     def __len__(self) -> int:
-        return len(self.configs)
+        return len(self.configs) if self.count is None else self.count
 
 
 def from_space(name: str, n: int, seed: int = 0) -> Candidates:
@@ -328,8 +329,11 @@ def screen(
     weights: dict[str, float] | None = None,
     platform: str | None = None,
     progress: Progress | None = None,
+    stage_one_runner: Callable[..., tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]] | None = None,
 ) -> ScreenResult:
-    """Screen ``candidates`` against ``budgets``; see the module docstring for the stages."""
+    """Screen ``candidates`` against ``budgets``; see the module docstring for the stages.
+    ``stage_one_runner`` replaces the local ``stage_one`` (same arguments and results): the Ray
+    route generates, featurises and filters the candidates on a cluster."""
     if shortlist < 1:
         raise ScreenError(f"--shortlist={shortlist} must be at least 1")
     check_request(predictor, candidates, budgets, objectives, platform if predictor_b is None else None)
@@ -342,7 +346,9 @@ def screen(
             raise ScreenError(f"weights for {unknown}, which are not among the objectives {objectives}")
         weight_vector = np.array([weights.get(o, 0.0) for o in objectives])
     result = ScreenResult(len(candidates), candidates.source, budgets.active(), list(objectives), risk)
-    survivors, result.stage1, closest = stage_one(predictor, candidates, budgets, risk, progress)
+    survivors, result.stage1, closest = (stage_one_runner or stage_one)(
+        predictor, candidates, budgets, risk, progress
+    )
     scored, result.stage2 = stage_two(predictor_b or predictor, survivors, candidates, budgets, progress)
     result.stage2["predictor"] = "b" if predictor_b is not None else "a"
     feasible = scored[scored["feasible"]] if not scored.empty else scored
@@ -391,7 +397,8 @@ def validate(
     from infercast.store import Store
 
     platform = predictor.metadata.get("platform", {})
-    settings = {k: v for k, v in platform.get("settings", {}).items() if k != "device"}
+    # settings that name where it ran (a device, a cluster's device kind) are not backend options
+    settings = {k: v for k, v in platform.get("settings", {}).items() if k not in ("device", "device_kind")}
     backend = backends.get(platform.get("backend", "ort-cpu"), **settings)
     probe = result.rejected_near.head(probe_rejected)
     frame = pd.concat(

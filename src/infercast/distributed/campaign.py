@@ -1,0 +1,215 @@
+"""Profiling campaigns on a Ray cluster: each device kind a custom resource, the driver the only
+writer of the store.
+
+A node offers its device by joining with ``ray start … --resources '{"device:KIND": 1}'``. A
+measurement task asks for one unit of ``device:KIND``, so it holds that device alone while it runs;
+it measures a chunk of configs (interleaved in groups, as the local engine does) in worker
+processes on that node and returns the measurements. The driver waits on the tasks,
+writes each result as it arrives, and never hands a config to two tasks. A task whose worker or
+node dies is retried by Ray (``max_retries``) on any node offering the kind — another one now, or
+the same kind when a node offering it joins again; a result lost for good leaves its configs
+unmeasured, and rerunning the campaign measures exactly those (the store says what is done, and
+refuses a second row for a config anyway).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from infercast.distributed.cluster import connected
+from infercast.measure import MeasureError, Protocol, campaign_rows
+from infercast.store import Measurement, Platform, Store
+
+DEVICE_PREFIX = "device:"
+
+
+def device_resource(kind: str) -> str:
+    """The Ray custom resource naming a device kind."""
+    if not kind or any(c.isspace() for c in kind) or kind.startswith(DEVICE_PREFIX):
+        raise MeasureError(f"device kind {kind!r}: a name without spaces, e.g. rtx3080 (not device:rtx3080)")
+    return DEVICE_PREFIX + kind
+
+
+def device_kinds(resources: dict[str, float]) -> list[str]:
+    return sorted(k[len(DEVICE_PREFIX) :] for k in resources if k.startswith(DEVICE_PREFIX))
+
+
+def _probe(backend_name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """On a node offering the device: the fingerprint its measurements will be stored under."""
+    from infercast.measure import backends
+    from infercast.measure.platform import fingerprint
+
+    return fingerprint(backends.get(backend_name, **settings).device)
+
+
+def _measure_chunk(
+    items: list[dict[str, Any]],
+    backend_name: str,
+    settings: dict[str, Any],
+    protocol: dict[str, Any],
+    energy: bool,
+    op_runs: int,
+) -> dict[str, Any]:
+    """On the node that owns the device: measure ``items`` with the local engine."""
+    import ray
+
+    from infercast.measure import Engine, Item, backends, energy_sensor
+    from infercast.measure.platform import fingerprint
+
+    backend = backends.get(backend_name, **settings)
+    results: list[dict[str, Any]] = []
+    failures: list[tuple[str, str, str]] = []
+    engine = Engine(backend, Protocol(**protocol), energy_sensor(backend, energy), op_runs=op_runs)
+    engine.run(
+        [Item(i["key"], i["model"], i.get("input_shape")) for i in items],
+        lambda item, m: results.append(asdict(m)),
+        lambda item, kind, reason: failures.append((item.key, kind, reason)),
+    )
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "fingerprint": fingerprint(backend.device),
+        "results": results,
+        "failures": failures,
+    }
+
+
+def profile_on_ray(
+    space: str,
+    n: int,
+    db: str | Path,
+    kinds: list[str],
+    address: str,
+    backend: str = "ort-cpu",
+    seed: int = 0,
+    stratified: bool = True,
+    campaign: str | None = None,
+    protocol: Protocol | None = None,
+    energy: bool = True,
+    op_runs: int = 0,
+    limit: int | None = None,
+    chunk: int = 16,
+    max_retries: int = 3,
+    idle_timeout_s: float = 600.0,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Measure the campaign ``profile`` would (same configs, same name) on every device kind in
+    ``kinds``, on the Ray cluster at ``address``; one platform per kind (its settings name the
+    kind). Stops waiting after ``idle_timeout_s`` without a result (e.g. no node offers a kind
+    any more): what is left is counted in ``summary["left"]`` and a rerun measures it.
+
+    ``chunk``: configs per task. A task starts its own measurement worker processes (seconds of
+    imports), so small chunks cost start-up time; large ones lose more work to a dead node."""
+    import ray
+
+    from infercast.measure import backends
+    from infercast.measure.engine import Item
+
+    if not kinds:
+        raise MeasureError("name at least one device kind to profile on (--device KIND)")
+    if chunk < 1 or max_retries < 0:
+        raise MeasureError(f"chunk={chunk!r} must be ≥ 1 and max_retries={max_retries!r} ≥ 0")
+    resources = {kind: device_resource(kind) for kind in kinds}
+    chosen = backends.get(backend, **settings)  # validates the backend and its settings here
+    rows, name = campaign_rows(space, n, seed, stratified, limit)
+    campaign = campaign or name
+    protocol = protocol or Protocol()
+    with connected(address):
+        offered = ray.cluster_resources()
+        missing = [k for k, r in resources.items() if r not in offered]
+        if missing:
+            raise MeasureError(
+                f"no node of the cluster at {address} offers device kind(s) {missing}; it offers "
+                f"{device_kinds(offered) or 'none'} (a node offers one with ray start --resources "
+                "'{\"device:KIND\": 1}')"
+            )
+        probe = ray.remote(_probe)
+        measure = ray.remote(_measure_chunk)
+        summary: dict[str, Any] = {
+            "campaign": campaign,
+            "platforms": {},
+            "done": 0,
+            "failed": 0,
+            "skipped": 0,
+            "lost": 0,
+            "nodes": {},
+            "mismatched_nodes": [],
+        }
+        tasks: dict[Any, tuple[str, list[Item]]] = {}
+        say = progress or (lambda event, state: None)
+        with Store(db) as store:
+            store.add_configs(rows)
+            platforms: dict[str, Platform] = {}
+            for kind, resource in resources.items():
+                fingerprint = ray.get(
+                    probe.options(resources={resource: 1}, num_cpus=0).remote(backend, settings)
+                )
+                platform = Platform(chosen.name, {**chosen.settings, "device_kind": kind}, fingerprint)
+                store.add_platform(platform)
+                platforms[kind] = platform
+                summary["platforms"][kind] = platform.id
+                finished = store.done(platform.id, campaign)
+                todo = [
+                    Item(r["id"], r["model"], r.get("input_shape")) for r in rows if r["id"] not in finished
+                ]
+                summary["skipped"] += len(rows) - len(todo)
+                for start in range(0, len(todo), chunk):
+                    part = todo[start : start + chunk]
+                    ref = measure.options(
+                        resources={resource: 1}, num_cpus=1, max_retries=max_retries
+                    ).remote(
+                        [{"key": i.key, "model": i.model, "input_shape": i.input_shape} for i in part],
+                        chosen.name,
+                        settings,
+                        asdict(protocol),
+                        energy,
+                        op_runs,
+                    )
+                    tasks[ref] = (kind, part)
+            summary["todo"] = sum(len(part) for _, part in tasks.values())
+            say("start", summary)
+            pending = list(tasks)
+            last = time.monotonic()
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+                if not ready:
+                    if time.monotonic() - last > idle_timeout_s:
+                        break
+                    continue
+                last = time.monotonic()
+                kind, part = tasks[ready[0]]
+                platform = platforms[kind]
+                try:
+                    result = ray.get(ready[0])
+                except (ray.exceptions.RayError, OSError) as error:
+                    # retries spent: nothing is stored for these configs, a rerun measures them
+                    summary["lost"] += len(part)
+                    cause = getattr(error, "cause", None) or error
+                    reason = f"{kind}: {type(cause).__name__}: {str(cause).splitlines()[0][:300]}"
+                    if reason not in summary.setdefault("lost_reasons", []):
+                        summary["lost_reasons"].append(reason)
+                    say("lost", summary)
+                    continue
+                by_node = summary["nodes"].setdefault(kind, {})
+                by_node[result["node"]] = by_node.get(result["node"], 0) + len(result["results"])
+                if result["fingerprint"] != platform.fingerprint:
+                    summary["mismatched_nodes"].append({"kind": kind, "node": result["node"]})
+                for record in result["results"]:
+                    store.add_measurement(platform.id, campaign, Measurement(**record))
+                    summary["done"] += 1
+                    say("done", summary)
+                for key, failure, reason in result["failures"]:
+                    store.add_failure(key, platform.id, campaign, failure, reason)
+                    summary["failed"] += 1
+                    say("failed", summary)
+            for ref in pending:
+                ray.cancel(ref, force=True)
+    summary["left"] = summary["todo"] - summary["done"] - summary["failed"]
+    return summary
+
+
+__all__ = ["DEVICE_PREFIX", "device_kinds", "device_resource", "profile_on_ray"]
