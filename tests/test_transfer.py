@@ -70,6 +70,12 @@ def test_adapt_to_another_platform_through_the_cli(store) -> None:
     assert evaluated.returncode == 0, evaluated.stderr
     result = json.loads(evaluated.stdout)
     assert result["platform"] == store["torch-cpu"] and result["n_evaluated"] == rest
+    page = Path(store["folder"]) / "adapted.html"
+    reported = infercast(
+        "report", "--db", store["db"], "--predictor", adapted, "--out", str(page), "--no-transfer"
+    )
+    assert reported.returncode == 0, reported.stderr
+    assert "unadapted source MAPE" in page.read_text() and "Transfer matrix" not in page.read_text()
 
     own = infercast(
         "adapt", "--predictor", store["source"], "--db", store["db"], "--platform", store["ort-cpu"],

@@ -136,6 +136,7 @@ def profile_on_ray(
             "failed": 0,
             "skipped": 0,
             "lost": 0,
+            "already_stored": 0,
             "nodes": {},
             "mismatched_nodes": [],
         }
@@ -145,9 +146,15 @@ def profile_on_ray(
             store.add_configs(rows)
             platforms: dict[str, Platform] = {}
             for kind, resource in resources.items():
-                fingerprint = ray.get(
-                    probe.options(resources={resource: 1}, num_cpus=0).remote(backend, settings)
-                )
+                try:
+                    fingerprint = ray.get(
+                        probe.options(resources={resource: 1}, num_cpus=0).remote(backend, settings),
+                        timeout=idle_timeout_s,
+                    )
+                except ray.exceptions.GetTimeoutError:
+                    raise MeasureError(
+                        f"no node offering {resource} answered within {idle_timeout_s:.0f} s"
+                    ) from None
                 platform = Platform(chosen.name, {**chosen.settings, "device_kind": kind}, fingerprint)
                 store.add_platform(platform)
                 platforms[kind] = platform
@@ -196,10 +203,17 @@ def profile_on_ray(
                     continue
                 by_node = summary["nodes"].setdefault(kind, {})
                 by_node[result["node"]] = by_node.get(result["node"], 0) + len(result["results"])
-                if result["fingerprint"] != platform.fingerprint:
-                    summary["mismatched_nodes"].append({"kind": kind, "node": result["node"]})
+                mismatch = {"kind": kind, "node": result["node"]}
+                if (
+                    result["fingerprint"] != platform.fingerprint
+                    and mismatch not in summary["mismatched_nodes"]
+                ):
+                    summary["mismatched_nodes"].append(mismatch)
                 for record in result["results"]:
-                    store.add_measurement(platform.id, campaign, Measurement(**record))
+                    if store.add_measurement(platform.id, campaign, Measurement(**record)) is None:
+                        # another driver of the same campaign stored it first: kept once
+                        summary["already_stored"] += 1
+                        continue
                     summary["done"] += 1
                     say("done", summary)
                 for key, failure, reason in result["failures"]:
@@ -208,7 +222,7 @@ def profile_on_ray(
                     say("failed", summary)
             for ref in pending:
                 ray.cancel(ref, force=True)
-    summary["left"] = summary["todo"] - summary["done"] - summary["failed"]
+    summary["left"] = summary["todo"] - summary["done"] - summary["failed"] - summary["already_stored"]
     return summary
 
 

@@ -191,7 +191,10 @@ class Adapted:
         for target in TARGETS:
             column = TARGETS[target]
             if target not in self._targets():
-                self.unavailable[target] = "not predicted by every source predictor"
+                missing = next(s for s in self.sources if target not in s.stages)
+                self.unavailable[target] = (
+                    f"a source predictor has no {column}: {missing.unavailable.get(target, 'not trained')}"
+                )
                 continue
             truth = y[column].to_numpy(dtype=np.float64) if column in y.columns else np.full(len(y), np.nan)
             keep = np.isfinite(truth) & (truth > 0)

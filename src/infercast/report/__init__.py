@@ -61,10 +61,14 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    from infercast.predict import TARGETS, CascadeBlend
+    from infercast.predict import TARGETS, OpWise, load
     from infercast.predict.data import feature_frame
 
-    blend = CascadeBlend.load(predictor)
+    blend = load(predictor)
+    if isinstance(blend, OpWise):
+        raise ReportError(
+            f"--predictor {predictor}: an op-wise table predictor; give one from train or adapt"
+        )
     own = blend.metadata.get("platform", {}).get("id")
     seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
     data = frame[(frame["platform_id"] == own) & ~frame["config_id"].isin(seen)].drop_duplicates("config_id")
@@ -232,12 +236,17 @@ def build_report(
             )
             rows = []
             for target, m in scores.items():
+                if "baselines" in m:
+                    versus = f"FLOPs baseline MAPE {m['baselines']['flops']['mape']:.1f} %"
+                else:  # an adapted predictor: next to its sources as they were
+                    versus = "unadapted source MAPE " + ", ".join(
+                        f"{s['mape']:.1f} %" for s in m.get("sources_unadapted", [])
+                    )
                 rows.append(
                     (
                         target,
                         f"R² {m['r2']:.4f}, MAPE {m['mape']:.2f} %, ±10 % {m['within_10pct']:.1%}, "
-                        f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; FLOPs "
-                        f"baseline MAPE {m['baselines']['flops']['mape']:.1f} %",
+                        f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; {versus}",
                     )
                 )
             accuracy_html = _table(rows)
