@@ -175,8 +175,7 @@ class Adapted:
         return self.fits
 
     def _targets(self) -> list[str]:
-        common = [t for t in TARGETS if all(t in s.stages for s in self.sources)]
-        return common
+        return [t for t in TARGETS if all(t in s.stages for s in self.sources)]
 
     def fit(
         self, x: pd.DataFrame, y: pd.DataFrame, source_log: dict[str, np.ndarray] | None = None
