@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -39,6 +40,17 @@ def profile_command(space: str, db: str, n: int) -> list[str]:
     return [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db, *FAST]
 
 
+def _stored(db: str) -> int:
+    """Measurements + failures in ``db`` so far, read-only (0 before the profiler made it)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as con:
+            return sum(
+                con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("measurements", "failures")
+            )
+    except sqlite3.OperationalError:
+        return 0
+
+
 def test_profile_then_resume(space_file, tmp_path) -> None:
     db = str(tmp_path / "runs.db")
     first = subprocess.run([*profile_command(space_file, db, 6), "--json"], capture_output=True, text=True)
@@ -60,16 +72,25 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(space_file, tmp_path
     rng = random.Random(1)
     counts = []
     for _ in range(10):
+        before = counts[-1] if counts else 0
         process = subprocess.Popen(
             profile_command(space_file, db, 12), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        time.sleep(rng.uniform(6.0, 13.0))  # start-up (imports, worker spawn) takes ~6 s here
+        # kill once this run has stored something new, at a random moment of the configs after it:
+        # a fixed delay either missed the campaign on a fast machine or came before any result
+        deadline = time.monotonic() + 120
+        while process.poll() is None and _stored(db) <= before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.8))
+        finished = process.poll() is not None
         process.send_signal(signal.SIGKILL)
         process.wait()
         with Store(db) as store:
             frame = store.measurements()
             assert frame["config_id"].is_unique  # never stored twice
             counts.append(len(frame) + len(store.failures()))
+        if finished:
+            break
     assert counts == sorted(counts)  # what was committed stays
     final = subprocess.run([*profile_command(space_file, db, 12), "--json"], capture_output=True, text=True)
     assert final.returncode == 0, final.stderr
