@@ -48,14 +48,23 @@ def _source_inputs(source: CascadeBlend, x: pd.DataFrame) -> pd.DataFrame:
     return x.assign(**{k: v for k, v in own.items() if k in source.feature_names})
 
 
+def source_logs(
+    sources: Sequence[CascadeBlend], x: pd.DataFrame, targets: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Per target, an (n, n_sources) matrix of each source's log prediction; each source's
+    cascade runs once for all the targets."""
+    out = {target: np.empty((len(x), len(sources))) for target in targets}
+    for i, source in enumerate(sources):
+        predicted = source.predict(_source_inputs(source, x), ood="none")
+        for target in targets:
+            values = predicted[TARGETS[target]].to_numpy(dtype=np.float64)
+            out[target][:, i] = np.log(np.clip(values, 1e-12, None))
+    return out
+
+
 def source_log_predictions(sources: Sequence[CascadeBlend], x: pd.DataFrame, target: str) -> np.ndarray:
     """An (n, n_sources) matrix of each source's log prediction of ``target``."""
-    column = TARGETS[target]
-    out = np.empty((len(x), len(sources)))
-    for i, source in enumerate(sources):
-        predicted = source.predict(_source_inputs(source, x), ood="none")[column].to_numpy(dtype=np.float64)
-        out[:, i] = np.log(np.clip(predicted, 1e-12, None))
-    return out
+    return source_logs(sources, x, [target])[target]
 
 
 def select_configs(
@@ -187,6 +196,8 @@ class Adapted:
         if len(x) < 3:
             raise PredictorError(f"{len(x)} target measurements: adaptation needs 3 or more")
         self.fits, self.unavailable = {}, {}
+        given = source_log or {}
+        computed = source_logs(self.sources, x, [t for t in self._targets() if t not in given])
         for target in TARGETS:
             column = TARGETS[target]
             if target not in self._targets():
@@ -200,8 +211,7 @@ class Adapted:
             if keep.sum() < 3:
                 self.unavailable[target] = f"only {int(keep.sum())} target measurements of {column}"
                 continue
-            p = (source_log or {}).get(target)
-            p = source_log_predictions(self.sources, x, target) if p is None else np.asarray(p)
+            p = np.asarray(given[target]) if target in given else computed[target]
             self.fits[target] = self._fit_target(x[keep], p[keep], np.log(truth[keep]))
         if not self.fits:
             raise PredictorError(f"nothing to adapt: {self.unavailable}")
@@ -266,14 +276,15 @@ class Adapted:
         if not self.fits:
             raise PredictorError("the adapted predictor is not fitted")
         out = pd.DataFrame(index=x.index)
+        given = source_log or {}
+        computed = source_logs(self.sources, x, [t for t in self.fits if t not in given])
         for target, column in TARGETS.items():
             fit = self.fits.get(target)
             if fit is None:
                 for suffix in ("", "_low", "_high"):
                     out[column + suffix] = np.nan
                 continue
-            p = (source_log or {}).get(target)
-            p = source_log_predictions(self.sources, x, target) if p is None else np.asarray(p)
+            p = np.asarray(given[target]) if target in given else computed[target]
             log_pred = fit.intercept + p @ fit.weights
             if fit.residual is not None:
                 log_pred = log_pred + fit.residual.predict(self._residual_inputs(x, p, fit.weights))
@@ -284,21 +295,22 @@ class Adapted:
             # the features' domain is the sources' training data: the best-weighted source judges it
             fit = self.fits.get("latency") or next(iter(self.fits.values()))
             judge = self.sources[int(np.argmax(fit.weights))]
-            checked = judge.predict(_source_inputs(judge, x), ood=ood)
-            out["ood"] = checked["ood"].to_numpy()
-            out["ood_reason"] = checked["ood_reason"].to_numpy()
+            if judge.ood is not None:
+                inputs = _source_inputs(judge, x)[judge.feature_names].to_numpy(dtype=np.float64)
+                out["ood"], out["ood_reason"] = judge.ood.check(inputs, ranges_only=ood == "ranges")
         return out
 
     def score(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
         """Per target: the adapted predictor's metrics, with each unadapted source's beside them."""
-        predicted = self.predict(x, ood="none")
+        logs = source_logs(self.sources, x, list(self.fits))
+        predicted = self.predict(x, ood="none", source_log=logs)
         scores: dict[str, dict[str, Any]] = {}
         for target in self.fits:
             scored = score_target(y, predicted, TARGETS[target])
             if scored is None:
                 continue
             scores[target], truth, keep = scored
-            raw = np.exp(source_log_predictions(self.sources, x[keep], target))
+            raw = np.exp(logs[target][keep])
             scores[target]["sources_unadapted"] = [
                 regression_metrics(truth[keep], raw[:, i]) for i in range(len(self.sources))
             ]
@@ -411,4 +423,4 @@ class Adapted:
         }
 
 
-__all__ = ["SELECTIONS", "Adapted", "select_configs", "source_log_predictions"]
+__all__ = ["SELECTIONS", "Adapted", "select_configs", "source_log_predictions", "source_logs"]
