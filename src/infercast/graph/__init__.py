@@ -1,35 +1,55 @@
 """Operator graphs: any model → nodes in execution order with shapes and analytic costs.
 
-``capture(model, input_shape)`` takes a ``torch.nn.Module``, an ``onnx.ModelProto`` or a
-:class:`infercast.models.LoadedModel` and returns a :class:`Graph`.
+``capture(model, input_shape)`` takes a ``torch.nn.Module``, an ``onnx.ModelProto`` or anything
+that carries its own (a :class:`Capturable`, such as ``infercast.models.LoadedModel``) and returns a
+:class:`Graph`. The graph knows nothing of how models are loaded: it asks the object for its target.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from infercast.graph.ops import OP_GROUPS, kind_of, op_group
 from infercast.graph.types import Graph, Node, TensorInfo, Weight
 
-__all__ = ["OP_GROUPS", "Graph", "Node", "TensorInfo", "Weight", "capture", "kind_of", "op_group"]
+__all__ = [
+    "OP_GROUPS",
+    "Capturable",
+    "Graph",
+    "Node",
+    "TensorInfo",
+    "Weight",
+    "capture",
+    "kind_of",
+    "op_group",
+]
+
+
+@runtime_checkable
+class Capturable(Protocol):
+    """A model that names what to capture (a module or an ONNX model), at which input shape."""
+
+    name: str
+    input_shape: tuple[int, ...]
+
+    @property
+    def target(self) -> Any: ...
 
 
 def capture(model: Any, input_shape: tuple[int, ...] | None = None, name: str = "") -> Graph:
     """Capture ``model`` into an operator graph.
 
-    ``input_shape`` may be omitted for a :class:`~infercast.models.LoadedModel`, which carries its
-    own. PyTorch models go through torch.fx (or torch.export where fx tracing fails), ONNX models
+    ``input_shape`` may be omitted for a :class:`Capturable`, which carries its own. PyTorch
+    models go through torch.fx (or torch.export where fx tracing fails), ONNX models
     through ONNX shape inference; ``Graph.capture`` names the path used.
     """
     import onnx
     import torch
 
-    from infercast.models import LoadedModel
-
-    if isinstance(model, LoadedModel):
+    if isinstance(model, Capturable):
         input_shape = input_shape or model.input_shape
         name = name or model.name
-        model = model.module if model.module is not None else model.onnx
+        model = model.target
     if input_shape is None:
         raise ValueError("input_shape is required when capturing a bare module")
     input_shape = tuple(int(d) for d in input_shape)

@@ -40,6 +40,11 @@ class LoadedModel:
     onnx: onnx.ModelProto | None = None
     path: str | None = None
 
+    @property
+    def target(self) -> torch.nn.Module | onnx.ModelProto:
+        """The object to capture or run: the module, else the ONNX model."""
+        return self.module if self.module is not None else self.onnx
+
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
     """``"1x3x224x224"`` (also ``,`` or spaces as separators) → ``(1, 3, 224, 224)``."""
