@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from infercast.datasets import training_data
 from infercast.predict import Adapted, LogLinear, regression_metrics, select_configs
 from infercast.predict.adapt import source_log_predictions
-from infercast.predict.data import training_data
 from infercast.report.transfer import platform_label, transfer_matrix
 from infercast.store import Store
 from results import append, machine, stamp

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.predict import CascadeBlend, OpWise, regression_metrics, training_data
-from infercast.predict.api import predict_models, train
-from infercast.predict.opwise import store_tables
+from infercast.api import predict_models, train
+from infercast.datasets import store_tables, training_data
+from infercast.predict import CascadeBlend, OpWise, regression_metrics
 from infercast.store import Store
 from results import append, machine, stamp
 

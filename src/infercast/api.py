@@ -1,5 +1,7 @@
-"""What the CLI's ``train``, ``predict``, ``evaluate``, ``train-ops`` and ``predict-ops`` do, as
-functions: each returns plain data (dicts / lists) a program can use as is.
+"""What the CLI's ``train``, ``predict``, ``evaluate``, ``train-ops``, ``predict-ops`` and ``adapt``
+do, as functions: each returns plain data (dicts / lists) a program can use as is. These are
+workflows over the stages (store → learners → predictor directories; model strings → graphs →
+predictions), so they live above ``predict``, which learns from tables only.
 
 A predictor directory from ``train`` holds the CARB ``CascadeBlend`` and, when the store has op
 profiles, the ``OpWise`` predictor in ``opwise/``. Both record the platform they were trained on
@@ -16,19 +18,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from infercast.datasets import resolve_platform, store_tables, training_data
 from infercast.predict.adapt import Adapted, select_configs
-from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
-from infercast.predict.data import feature_frame, resolve_platform, training_data
+from infercast.predict.artifact import PlatformInfo
+from infercast.predict.blend import TARGETS, CascadeBlend
+from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
-from infercast.predict.opwise import OpWise, store_tables
+from infercast.predict.folds import stratified_split
+from infercast.predict.opwise import OpWise
 from infercast.store import Store
 from infercast.tables import read_table
 
 Progress = Callable[[str], None]
-
-
-def _platform_meta(platform: dict[str, Any]) -> dict[str, Any]:
-    return {k: platform[k] for k in ("id", "backend", "settings", "fingerprint")}
 
 
 def train(
@@ -45,7 +46,7 @@ def train(
 ) -> dict[str, Any]:
     """Train on a store's measurements of one platform, hold out ``test_size`` (stratified by batch
     × depth tier), score the held-out configs, and write the predictor directory ``out``."""
-    say = progress or (lambda message: None)
+    tell = progress or (lambda message: None)
     with Store(db) as store:
         data = training_data(store, platform, latency_stat, campaigns)
         ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
@@ -55,12 +56,12 @@ def train(
         )
     train_rows, test_rows = stratified_split(data.x, test_size, seed)
     model = blend or CascadeBlend(seed=seed)
-    say(f"training the cascade blend on {len(train_rows)} configs")
+    tell(f"training the cascade blend on {len(train_rows)} configs")
     model.fit(data.x.iloc[train_rows], data.y.iloc[train_rows])
     scores = model.score(data.x.iloc[test_rows], data.y.iloc[test_rows])
     spaces = sorted({m.split("?")[0] for m in data.models if isinstance(m, str)})
     metadata = {
-        "platform": _platform_meta(data.platform),
+        "platform": PlatformInfo.from_row(data.platform).to_meta(),
         "training": {
             "db": str(db),
             "latency_stat": latency_stat,
@@ -88,11 +89,14 @@ def train(
         train_ids = set(data.config_ids[train_rows])
         test_ids = set(data.config_ids[test_rows])
         profiled = len(train_ids & set(ops["model"]))
-        say(f"training the op-wise predictor on the op profiles of {profiled} configs")
+        tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
         op_model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
         held = ops[ops["model"].isin(test_ids)]
         op_scores = op_model.score(held.drop(columns="latency_ms"), e2e) if len(held) else {}
-        op_model.save(out / "opwise", {"platform": _platform_meta(data.platform), "test_metrics": op_scores})
+        op_model.save(
+            out / "opwise",
+            {"platform": PlatformInfo.from_row(data.platform).to_meta(), "test_metrics": op_scores},
+        )
         summary["opwise_test_metrics"] = op_scores
     elif opwise:
         summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
@@ -132,20 +136,18 @@ def predict_models(
 
     blend = _predictor(folder)
     opwise = _opwise(folder)
-    platform = blend.metadata.get("platform", {})
-    settings = platform.get("settings", {})
+    platform = blend.info.platform
+    settings = platform.settings
     graphs = []
     for model in models:
         loaded = load_model(model, input_shape, batch_size)
-        graphs.append(
-            capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape)
-        )
+        graphs.append(capture(loaded))
 
     x = feature_frame([features(g) for g in graphs], settings)
     predicted = blend.predict(x)
     op_predicted = None
     if opwise is not None:
-        rules = rules_for(platform.get("backend", "ort-cpu"), settings)
+        rules = rules_for(platform.backend, settings)
         table = pd.concat(
             [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)], ignore_index=True
         )
@@ -183,14 +185,12 @@ def evaluate(
     per target R², MAE, MAPE, RMSPE, ±5 %/±10 %, Spearman, Kendall, interval coverage, next to the
     baselines (and the op-wise predictor where there is one and the store has op profiles)."""
     blend = _predictor(folder)
-    own = blend.metadata.get("platform", {})
+    info = blend.info
     with Store(db) as store:
-        chosen = resolve_platform(store, platform or own.get("id"))
-        stat = blend.metadata.get("training", {}).get("latency_stat", "low_ms")
-        data = training_data(store, chosen["id"], stat, campaigns)
-        ops, e2e = store_tables(store, chosen["id"], stat)
-    seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
-    keep = np.array([cid not in seen for cid in data.config_ids])
+        chosen = resolve_platform(store, platform or info.platform.id)
+        data = training_data(store, chosen["id"], info.latency_stat, campaigns)
+        ops, e2e = store_tables(store, chosen["id"], info.latency_stat)
+    keep = np.array([cid not in info.train_config_ids for cid in data.config_ids])
     if not keep.any():
         raise PredictorError(f"every config of {db} on this platform was used to train the predictor")
     scores = blend.score(data.x[keep], data.y[keep])
@@ -198,7 +198,7 @@ def evaluate(
         "predictor": str(folder),
         "db": str(db),
         "platform": chosen["id"],
-        "same_platform": chosen["id"] == own.get("id"),
+        "same_platform": chosen["id"] == info.platform.id,
         "n_evaluated": int(keep.sum()),
         "n_excluded_as_training": int((~keep).sum()),
         "targets": scores,
@@ -262,7 +262,7 @@ def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]
 
 def _target_platform(store: Store, platform: str | None, sources: Adapted) -> dict[str, Any]:
     """The platform to adapt to: the one named, else the only one no source was trained on."""
-    own = {s.metadata.get("platform", {}).get("id") for s in sources.sources}
+    own = {s.info.platform.id for s in sources.sources}
     if platform is None:
         others = store.platforms()
         others = others[~others["id"].isin(own)]
@@ -291,7 +291,7 @@ def adapt(
     fit an ``Adapted`` predictor on them, score it on the rest next to the unadapted sources, and
     write it to ``out`` (self-contained: the sources are copied in)."""
     model = Adapted.from_folders(sources, seed=seed)
-    stat = model.sources[0].metadata.get("training", {}).get("latency_stat", "low_ms")
+    stat = model.sources[0].info.latency_stat
     with Store(db) as store:
         chosen = _target_platform(store, platform, model)
         data = training_data(store, chosen["id"], stat, campaigns)
@@ -304,7 +304,7 @@ def adapt(
     rest = np.setdiff1d(np.arange(len(data.x)), picked)
     scores = model.score(data.x.iloc[rest], data.y.iloc[rest]) if len(rest) else {}
     metadata = {
-        "platform": _platform_meta(chosen),
+        "platform": PlatformInfo.from_row(chosen).to_meta(),
         "training": {
             "db": str(db),
             "latency_stat": stat,
@@ -336,12 +336,12 @@ def suggest(
 ) -> list[str]:
     """The ``k`` configs of a design space worth measuring on a new device before ``adapt``:
     spread over the sources' predictions among ``pool`` sampled ones."""
-    from infercast import space as spaces
+    from infercast.space import get as get_space
 
     model = Adapted.from_folders(sources, seed=seed)
-    family = spaces.get(space_name)
-    configs = family.sample(pool, seed=seed)
-    settings = model.sources[0].metadata.get("platform", {}).get("settings", {})
-    x = feature_frame(family.features(configs), settings)
+    chosen = get_space(space_name)
+    configs = chosen.sample(pool, seed=seed)
+    settings = model.sources[0].info.platform.settings
+    x = feature_frame(chosen.features(configs), settings)
     picked = select_configs(model.sources, x, k, "spread", seed)
     return configs["model"].iloc[picked].tolist()

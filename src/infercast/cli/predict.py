@@ -56,8 +56,8 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Train the CARB cascade blend (and the op-wise predictor) on a store's measurements."""
+    from infercast.api import train as run_train
     from infercast.predict import CascadeBlend
-    from infercast.predict.api import train as run_train
 
     def body() -> dict[str, Any]:
         blend = CascadeBlend(n_estimators=n_estimators, forest_estimators=forest_estimators, seed=seed)
@@ -105,7 +105,7 @@ def predict(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Predict latency, energy and peak memory of MODELS on the predictor's platform."""
-    from infercast.predict.api import predict_models
+    from infercast.api import predict_models
 
     results = run_guarded(lambda: predict_models(predictor, models, input_shape, batch_size))
     if as_json:
@@ -144,7 +144,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Score a predictor on measured configs it never trained on, next to the FLOPs baselines."""
-    from infercast.predict.api import evaluate as run_evaluate
+    from infercast.api import evaluate as run_evaluate
 
     result = run_guarded(lambda: run_evaluate(predictor, db, platform, campaign or None))
     if as_json:
@@ -173,7 +173,7 @@ def train_ops(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Train the op-wise latency predictor from op measurements of any runtime."""
-    from infercast.predict.api import train_ops as run_train_ops
+    from infercast.api import train_ops as run_train_ops
 
     def body() -> dict[str, Any]:
         with console.status("training the op-wise predictor", spinner="dots"):
@@ -202,7 +202,7 @@ def predict_ops(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Predict end-to-end latency of every model in an op table."""
-    from infercast.predict.api import predict_ops as run_predict_ops
+    from infercast.api import predict_ops as run_predict_ops
 
     results = run_guarded(lambda: run_predict_ops(predictor, ops))
     if as_json:
@@ -245,8 +245,8 @@ def adapt(
 
     First `--plan SPACE` lists k configs to measure on the new device (spread over the sources'
     predictions); measure them into a store; then `--db STORE --out DIR` fits and scores."""
-    from infercast.predict.api import adapt as run_adapt
-    from infercast.predict.api import suggest
+    from infercast.api import adapt as run_adapt
+    from infercast.api import suggest
 
     if plan is not None:
         models = run_guarded(lambda: suggest([str(p) for p in predictor], plan, k, seed=seed))

@@ -121,10 +121,10 @@ def screen(
                 )
                 import pandas as pd
 
-                from infercast import space as spaces
+                from infercast.space import get as get_space
 
                 # validation builds the shortlisted configs from the space
-                candidates = screening.Candidates(pd.DataFrame(), spaces.get(space or ""))
+                candidates = screening.Candidates(pd.DataFrame(), get_space(space or ""))
             else:
                 result = screening.screen(model_a, candidates, budgets, chosen, **options)
         if validate and not result.shortlist.empty:
@@ -133,11 +133,11 @@ def screen(
                     result, model_b or model_a, candidates, db, None, probe_rejected
                 )
             if refit:
-                from infercast.predict.api import train
+                from infercast.api import train
 
                 with console.status("refitting the predictor", spinner="dots"):
                     folder = Path(f"{predictor_b or predictor}-refit")
-                    summary = train(db, folder, platform=(model_b or model_a).metadata["platform"]["id"])
+                    summary = train(db, folder, platform=(model_b or model_a).info.platform.id)
                 result.validation["refit"] = {
                     "predictor": str(folder),
                     "test_metrics": summary["test_metrics"],

@@ -4,10 +4,10 @@
 - ``OpWise``: an operation-wise latency predictor (executed kernels + a learned overhead model);
 - ``Adapted``: few-shot adaptation of source predictors to a new platform from k measurements;
 - ``FlopsProportional`` / ``LogLinear``: the baselines every evaluation is compared with;
-- ``training_data(store)``: the training table of a store; ``feature_frame``: feature dicts to input
-  columns; ``load(folder)``: any predictor directory.
+- ``feature_frame``: feature dicts to input columns; ``load(folder)``: any predictor directory.
 
-``predict`` learns from tables and never measures anything itself.
+``predict`` learns from tables and never measures or reads a store itself: ``infercast.datasets``
+turns a store into training tables, ``infercast.api`` runs the train / predict / evaluate workflows.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from infercast.predict.adapt import Adapted, select_configs
-from infercast.predict.artifact import read_meta
+from infercast.predict.artifact import PlatformInfo, PredictorInfo, read_meta
 from infercast.predict.baselines import FlopsProportional, LogLinear
-from infercast.predict.blend import TARGETS, CascadeBlend, stratified_split
-from infercast.predict.data import TrainingData, feature_frame, resolve_platform, training_data
+from infercast.predict.blend import TARGETS, CascadeBlend
+from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
+from infercast.predict.folds import stratified_split
 from infercast.predict.metrics import regression_metrics
 from infercast.predict.opwise import OpWise
 
@@ -31,15 +32,14 @@ __all__ = [
     "FlopsProportional",
     "LogLinear",
     "OpWise",
+    "PlatformInfo",
     "PredictorError",
-    "TrainingData",
+    "PredictorInfo",
     "feature_frame",
     "load",
     "regression_metrics",
-    "resolve_platform",
     "select_configs",
     "stratified_split",
-    "training_data",
 ]
 
 

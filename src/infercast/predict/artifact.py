@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import platform as host
 import time
+from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from infercast.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from infercast.predict.data import SETTING_FEATURES
 from infercast.predict.errors import PredictorError
+from infercast.tables import to_python
 
 FORMAT = "infercast-predictor"
 FORMAT_VERSION = 1
@@ -55,7 +57,7 @@ def write_meta(folder: Path, kind: str, body: dict[str, Any], metadata: dict[str
         **body,
     }
     path = folder / "meta.json"
-    path.write_text(json.dumps(meta, indent=1, default=_plain) + "\n")
+    path.write_text(json.dumps(meta, indent=1, default=lambda v: to_python(v, strict=True)) + "\n")
     return path
 
 
@@ -93,6 +95,60 @@ def check_feature_schema(meta: dict[str, Any], folder: Path, names: list[str]) -
         )
 
 
+@dataclass(frozen=True)
+class PlatformInfo:
+    """The platform a predictor was trained on (meta.json's ``platform``)."""
+
+    id: str | None = None
+    backend: str = "ort-cpu"
+    settings: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PlatformInfo:
+        """A store's platform row (or meta.json's ``platform``); other keys are ignored."""
+        return cls(
+            row.get("id"),
+            row.get("backend") or "ort-cpu",
+            dict(row.get("settings") or {}),
+            dict(row.get("fingerprint") or {}),
+        )
+
+    def to_meta(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PredictorInfo:
+    """What a predictor's metadata says about where it came from, typed: the platform, the latency
+    statistic it learned, the configs it trained on and the model families (``space:NAME``)."""
+
+    platform: PlatformInfo = field(default_factory=PlatformInfo)
+    latency_stat: str = "low_ms"
+    train_config_ids: frozenset[str] = frozenset()
+    trained_models: tuple[str, ...] = ()
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> PredictorInfo:
+        training = metadata.get("training") or {}
+        return cls(
+            PlatformInfo.from_row(metadata.get("platform") or {}),
+            training.get("latency_stat") or "low_ms",
+            frozenset(training.get("train_config_ids") or ()),
+            tuple(training.get("models") or ()),
+        )
+
+
+class Described:
+    """A predictor with ``metadata`` (meta.json's free-form part) and its typed view ``info``."""
+
+    metadata: dict[str, Any]
+
+    @property
+    def info(self) -> PredictorInfo:
+        return PredictorInfo.from_metadata(self.metadata)
+
+
 def inside_folder(folder: Path, filename: str) -> Path:
     """A file named by meta.json, refused if the name escapes the predictor directory."""
     path = (folder / filename).resolve()
@@ -101,11 +157,3 @@ def inside_folder(folder: Path, filename: str) -> Path:
     if not path.is_file():
         raise PredictorError(f"{folder}: {filename} is missing (the predictor directory is incomplete)")
     return path
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} to meta.json")

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from infercast.datasets import TrainingData, training_data
 from infercast.predict import TARGETS, CascadeBlend, regression_metrics
-from infercast.predict.data import TrainingData, settings_columns, training_data
+from infercast.predict.data import settings_columns
 from infercast.store import Store
 
 MIN_TRAIN = 12
