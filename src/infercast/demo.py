@@ -32,7 +32,7 @@ ZOO = (
 )
 ZOO_SHAPE = (1, 3, 128, 128)
 
-Say = Callable[[str, dict[str, Any]], None]
+Progress = Callable[[str, dict[str, Any]], None]
 
 
 def run_demo(
@@ -42,27 +42,26 @@ def run_demo(
     zoo: int = 5,
     candidates: int = 1_000_000,
     shortlist: int = 5,
-    say: Say | None = None,
+    progress: Progress | None = None,
     fast: bool = False,
 ) -> dict[str, Any]:
-    """Run every stage; ``say(step, figures)`` reports each step's one-line result as it ends.
+    """Run every stage; ``progress(step, figures)`` hears each step's one-line result as it ends.
     ``minutes`` bounds the profiling step (about half of it); ``fast`` shortens the measurement
     protocol and the learners for a quick check (the CI test)."""
     from infercast import screen
-    from infercast.measure import Protocol, backends, measure, platform_of, run_campaign
+    from infercast.api import predict_models, train
+    from infercast.measure import Protocol, backends, campaign_rows, measure, platform_of, run_campaign
     from infercast.predict import CascadeBlend
-    from infercast.predict.api import predict_models, train
     from infercast.report import build_report
-    from infercast.space import get
     from infercast.store import Store
+    from infercast.units import bytes_to_mb
 
-    report = say or (lambda step, figures: None)
+    tell = progress or (lambda step, figures: None)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     space_file = folder / "space.yaml"
     space_file.write_text(DEMO_SPACE)
     db = folder / "runs.db"
-    family = get(str(space_file))
     backend = backends.get("ort-cpu", threads=1, opt_level="all")
     protocol = (
         Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, cap_s=0.6, group=4)
@@ -74,26 +73,14 @@ def run_demo(
     # 1. profile a stratified sample, in slices, until the count or the time budget is reached
     started = time.perf_counter()
     budget_s = minutes * 60 * 0.5
-    sample = family.sample(configs, seed=0, stratified=True).drop_duplicates("id", ignore_index=True)
-    features = family.features(sample)
-    names = [p.name for p in family.params]
-    rows = [
-        {
-            "id": row["id"],
-            "model": row["model"],
-            "space": family.string_name,
-            "params": {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in names},
-            "features": {k: float(v) for k, v in features.loc[index].items()},
-        }
-        for index, row in sample.iterrows()
-    ]
+    rows, _ = campaign_rows(str(space_file), configs, seed=0, stratified=True)
     with Store(db) as store:
         store.add_platform(platform_of(backend))
         done = store.done(platform_of(backend).id, "demo")
 
-    def progress(event: str, state: dict[str, Any]) -> None:
+    def profiled(event: str, state: dict[str, Any]) -> None:
         if event in ("done", "failed"):
-            report("profile-progress", {"measured": len(done) + state["done"], "target": len(rows)})
+            tell("profile-progress", {"measured": len(done) + state["done"], "target": len(rows)})
 
     summary = run_campaign(
         rows,
@@ -102,7 +89,7 @@ def run_demo(
         "demo",
         protocol,
         op_runs=3,
-        progress=progress,
+        progress=profiled,
         deadline=time.monotonic() + budget_s,
     )
     results["profile"] = {
@@ -112,7 +99,7 @@ def run_demo(
         "left_for_a_rerun": summary["left"],
         "seconds": time.perf_counter() - started,
     }
-    report("profile", results["profile"])
+    tell("profile", results["profile"])
 
     # 2–3. train both predictors, score the held-out configs
     started = time.perf_counter()
@@ -123,12 +110,12 @@ def run_demo(
         **{k: trained[k] for k in ("n_train", "n_test", "unavailable")},
         "seconds": time.perf_counter() - started,
     }
-    report("train", results["train"])
+    tell("train", results["train"])
     results["evaluate"] = {
         "test_metrics": trained["test_metrics"],
         "opwise": trained.get("opwise_test_metrics", {}),
     }
-    report("evaluate", results["evaluate"])
+    tell("evaluate", results["evaluate"])
 
     # 4. predict, then measure, real networks never seen in training
     started = time.perf_counter()
@@ -145,14 +132,14 @@ def run_demo(
                 "opwise_ms": p.get("opwise", {}).get("latency_ms"),
                 "measured_ms": m.get("low_ms"),
                 "predicted_memory_mb": p["peak_memory_mb"],
-                "measured_memory_mb": (m.get("peak_memory_bytes") or 0) / 1e6 or None,
+                "measured_memory_mb": bytes_to_mb(m.get("peak_memory_bytes")) or None,
                 "ood": p["ood"],
                 "ood_reason": p["ood_reason"],
                 "failure": m.get("reason"),
             }
         )
     results["networks"] = networks
-    report("networks", {"networks": networks, "seconds": time.perf_counter() - started})
+    tell("networks", {"networks": networks, "seconds": time.perf_counter() - started})
 
     # 5. screen a million candidates against a budget set from what was measured
     started = time.perf_counter()
@@ -161,7 +148,7 @@ def run_demo(
     demo_rows = frame[frame["campaign"] == "demo"]
     budget = screen.Budgets(
         max_latency_ms=float(demo_rows["low_ms"].quantile(0.25)),
-        max_memory_mb=float(demo_rows["peak_memory_bytes"].quantile(0.5) / 1e6),
+        max_memory_mb=float(bytes_to_mb(demo_rows["peak_memory_bytes"]).quantile(0.5)),
     )
     model = CascadeBlend.load(predictor)
     pool = screen.from_space(str(space_file), candidates, seed=1)
@@ -175,18 +162,18 @@ def run_demo(
         "message": result.message,
         "seconds": time.perf_counter() - started,
     }
-    report("screen", results["screen"])
+    tell("screen", results["screen"])
 
     # 6. validate the shortlist on this CPU
     if not result.shortlist.empty:
         started = time.perf_counter()
         validation = screen.validate(result, model, pool, db, protocol, probe_rejected=2)
         results["validate"] = {**validation, "seconds": time.perf_counter() - started}
-        report("validate", results["validate"])
+        tell("validate", results["validate"])
 
     # 7. the report
     started = time.perf_counter()
     html = build_report(db, folder / "report.html", predictor)
     results["report"] = {"path": str(html), "seconds": time.perf_counter() - started}
-    report("report", results["report"])
+    tell("report", results["report"])
     return results

@@ -78,7 +78,7 @@ def demo(
     if not 1 <= zoo <= 5:
         raise typer.BadParameter("--zoo must be between 1 and 5")
 
-    def say(step: str, figures: dict[str, Any]) -> None:
+    def progress(step: str, figures: dict[str, Any]) -> None:
         if step == "profile-progress":
             status.update(f"profiling: {figures['measured']} of {figures['target']} configs measured")
             return
@@ -87,7 +87,7 @@ def demo(
             console.print(line)
 
     def body() -> dict[str, Any]:
-        return run_demo(folder, minutes, configs, zoo, candidates, shortlist, say, quick)
+        return run_demo(folder, minutes, configs, zoo, candidates, shortlist, progress, quick)
 
     with console.status("profiling", spinner="dots") as status:
         results = run_guarded(body)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from infercast.distributed.cluster import connected
-from infercast.measure import MeasureError, Protocol, campaign_rows
+from infercast.measure import Campaign, MeasureError, Protocol, campaign_rows
+from infercast.measure.engine import Item
 from infercast.store import Measurement, Platform, Store
 
 DEVICE_PREFIX = "device:"
@@ -57,7 +58,7 @@ def _measure_chunk(
     """On the node that owns the device: measure ``items`` with the local engine."""
     import ray
 
-    from infercast.measure import Engine, Item, backends, energy_sensor
+    from infercast.measure import Engine, backends, energy_sensor
     from infercast.measure.platform import fingerprint
 
     backend = backends.get(backend_name, **settings)
@@ -107,7 +108,6 @@ def profile_on_ray(
     import ray
 
     from infercast.measure import backends
-    from infercast.measure.engine import Item
 
     if not kinds:
         raise MeasureError("name at least one device kind to profile on (--device KIND)")
@@ -116,114 +116,167 @@ def profile_on_ray(
     resources = {kind: device_resource(kind) for kind in kinds}
     chosen = backends.get(backend, **settings)  # validates the backend and its settings here
     rows, name = campaign_rows(space, n, seed, stratified, limit)
-    campaign = campaign or name
-    protocol = protocol or Protocol()
+    job = _Job(chosen.name, settings, asdict(protocol or Protocol()), energy, op_runs, chunk, max_retries)
+    tell = progress or (lambda event, state: None)
     with connected(address):
-        offered = ray.cluster_resources()
-        missing = [k for k, r in resources.items() if r not in offered]
-        if missing:
-            raise MeasureError(
-                f"no node of the cluster at {address} offers device kind(s) {missing}; it offers "
-                f"{device_kinds(offered) or 'none'} (a node offers one with ray start --resources "
-                "'{\"device:KIND\": 1}')"
-            )
-        probe = ray.remote(_probe)
-        measure = ray.remote(_measure_chunk)
-        summary: dict[str, Any] = {
-            "campaign": campaign,
-            "platforms": {},
-            "done": 0,
-            "failed": 0,
-            "skipped": 0,
-            "lost": 0,
-            "already_stored": 0,
-            "nodes": {},
-            "mismatched_nodes": [],
-        }
-        tasks: dict[Any, tuple[str, list[Item]]] = {}
-        say = progress or (lambda event, state: None)
+        _check_offered(address, resources)
         with Store(db) as store:
-            store.add_configs(rows)
-            platforms: dict[str, Platform] = {}
-            for kind, resource in resources.items():
-                try:
-                    fingerprint = ray.get(
-                        probe.options(resources={resource: 1}, num_cpus=0).remote(backend, settings),
-                        timeout=idle_timeout_s,
-                    )
-                except ray.exceptions.GetTimeoutError:
-                    raise MeasureError(
-                        f"no node offering {resource} answered within {idle_timeout_s:.0f} s"
-                    ) from None
-                platform = Platform(chosen.name, {**chosen.settings, "device_kind": kind}, fingerprint)
-                store.add_platform(platform)
-                platforms[kind] = platform
-                summary["platforms"][kind] = platform.id
-                finished = store.done(platform.id, campaign)
-                todo = [
-                    Item(r["id"], r["model"], r.get("input_shape")) for r in rows if r["id"] not in finished
-                ]
-                summary["skipped"] += len(rows) - len(todo)
-                for start in range(0, len(todo), chunk):
-                    part = todo[start : start + chunk]
-                    ref = measure.options(
-                        resources={resource: 1}, num_cpus=1, max_retries=max_retries
-                    ).remote(
-                        [{"key": i.key, "model": i.model, "input_shape": i.input_shape} for i in part],
-                        chosen.name,
-                        settings,
-                        asdict(protocol),
-                        energy,
-                        op_runs,
-                    )
-                    tasks[ref] = (kind, part)
-            summary["todo"] = sum(len(part) for _, part in tasks.values())
-            say("start", summary)
-            pending = list(tasks)
-            last = time.monotonic()
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
-                if not ready:
-                    if time.monotonic() - last > idle_timeout_s:
-                        break
-                    continue
-                last = time.monotonic()
-                kind, part = tasks[ready[0]]
-                platform = platforms[kind]
-                try:
-                    result = ray.get(ready[0])
-                except (ray.exceptions.RayError, OSError) as error:
-                    # retries spent: nothing is stored for these configs, a rerun measures them
-                    summary["lost"] += len(part)
-                    cause = getattr(error, "cause", None) or error
-                    reason = f"{kind}: {type(cause).__name__}: {str(cause).splitlines()[0][:300]}"
-                    if reason not in summary.setdefault("lost_reasons", []):
-                        summary["lost_reasons"].append(reason)
-                    say("lost", summary)
-                    continue
-                by_node = summary["nodes"].setdefault(kind, {})
-                by_node[result["node"]] = by_node.get(result["node"], 0) + len(result["results"])
-                mismatch = {"kind": kind, "node": result["node"]}
-                if (
-                    result["fingerprint"] != platform.fingerprint
-                    and mismatch not in summary["mismatched_nodes"]
-                ):
-                    summary["mismatched_nodes"].append(mismatch)
-                for record in result["results"]:
-                    if store.add_measurement(platform.id, campaign, Measurement(**record)) is None:
-                        # another driver of the same campaign stored it first: kept once
-                        summary["already_stored"] += 1
-                        continue
-                    summary["done"] += 1
-                    say("done", summary)
-                for key, failure, reason in result["failures"]:
-                    store.add_failure(key, platform.id, campaign, failure, reason)
-                    summary["failed"] += 1
-                    say("failed", summary)
+            books = _register(store, rows, campaign or name, chosen, resources, settings, idle_timeout_s)
+            tasks = _submit(books, resources, job)
+            summary = _summary(campaign or name, books, tasks)
+            tell("start", summary)
+            pending = _collect(tasks, books, summary, idle_timeout_s, tell)
             for ref in pending:
                 ray.cancel(ref, force=True)
     summary["left"] = summary["todo"] - summary["done"] - summary["failed"] - summary["already_stored"]
     return summary
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every measurement task of a campaign is given, besides its configs."""
+
+    backend: str
+    settings: dict[str, Any]
+    protocol: dict[str, Any]
+    energy: bool
+    op_runs: int
+    chunk: int
+    max_retries: int
+
+
+def _check_offered(address: str, resources: dict[str, str]) -> None:
+    import ray
+
+    offered = ray.cluster_resources()
+    missing = [k for k, r in resources.items() if r not in offered]
+    if missing:
+        raise MeasureError(
+            f"no node of the cluster at {address} offers device kind(s) {missing}; it offers "
+            f"{device_kinds(offered) or 'none'} (a node offers one with ray start --resources "
+            "'{\"device:KIND\": 1}')"
+        )
+
+
+def _register(
+    store: Store,
+    rows: list[dict[str, Any]],
+    name: str,
+    backend: Any,
+    resources: dict[str, str],
+    settings: dict[str, Any],
+    timeout_s: float,
+) -> dict[str, Campaign]:
+    """One campaign per device kind, on the platform a node offering it reports."""
+    import ray
+
+    probe = ray.remote(_probe)
+    books: dict[str, Campaign] = {}
+    for kind, resource in resources.items():
+        try:
+            fingerprint = ray.get(
+                probe.options(resources={resource: 1}, num_cpus=0).remote(backend.name, settings),
+                timeout=timeout_s,
+            )
+        except ray.exceptions.GetTimeoutError:
+            raise MeasureError(f"no node offering {resource} answered within {timeout_s:.0f} s") from None
+        platform = Platform(backend.name, {**backend.settings, "device_kind": kind}, fingerprint)
+        books[kind] = Campaign.open(store, platform, name, rows)
+    return books
+
+
+def _submit(
+    books: dict[str, Campaign], resources: dict[str, str], job: _Job
+) -> dict[Any, tuple[str, list[Item]]]:
+    """Each kind's to-do list in chunks, one task each holding one unit of the kind's resource."""
+    import ray
+
+    measure = ray.remote(_measure_chunk)
+    tasks: dict[Any, tuple[str, list[Item]]] = {}
+    for kind, book in books.items():
+        for start in range(0, len(book.todo), job.chunk):
+            part = book.todo[start : start + job.chunk]
+            ref = measure.options(
+                resources={resources[kind]: 1}, num_cpus=1, max_retries=job.max_retries
+            ).remote(
+                [{"key": i.key, "model": i.model, "input_shape": i.input_shape} for i in part],
+                job.backend,
+                job.settings,
+                job.protocol,
+                job.energy,
+                job.op_runs,
+            )
+            tasks[ref] = (kind, part)
+    return tasks
+
+
+def _summary(
+    name: str, books: dict[str, Campaign], tasks: dict[Any, tuple[str, list[Item]]]
+) -> dict[str, Any]:
+    return {
+        "campaign": name,
+        "platforms": {kind: book.platform.id for kind, book in books.items()},
+        "done": 0,
+        "failed": 0,
+        "skipped": sum(book.skipped for book in books.values()),
+        "lost": 0,
+        "already_stored": 0,
+        "nodes": {},
+        "mismatched_nodes": [],
+        "todo": sum(len(part) for _, part in tasks.values()),
+    }
+
+
+def _collect(
+    tasks: dict[Any, tuple[str, list[Item]]],
+    books: dict[str, Campaign],
+    summary: dict[str, Any],
+    idle_timeout_s: float,
+    tell: Callable[[str, dict[str, Any]], None],
+) -> list[Any]:
+    """Store results as tasks finish, until none is left or none finished for ``idle_timeout_s``;
+    returns the tasks still pending."""
+    import ray
+
+    pending = list(tasks)
+    last = time.monotonic()
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+        if not ready:
+            if time.monotonic() - last > idle_timeout_s:
+                break
+            continue
+        last = time.monotonic()
+        kind, part = tasks[ready[0]]
+        book = books[kind]
+        try:
+            result = ray.get(ready[0])
+        except (ray.exceptions.RayError, OSError) as error:
+            # retries spent: nothing is stored for these configs, a rerun measures them
+            summary["lost"] += len(part)
+            cause = getattr(error, "cause", None) or error
+            reason = f"{kind}: {type(cause).__name__}: {str(cause).splitlines()[0][:300]}"
+            if reason not in summary.setdefault("lost_reasons", []):
+                summary["lost_reasons"].append(reason)
+            tell("lost", summary)
+            continue
+        by_node = summary["nodes"].setdefault(kind, {})
+        by_node[result["node"]] = by_node.get(result["node"], 0) + len(result["results"])
+        mismatch = {"kind": kind, "node": result["node"]}
+        if result["fingerprint"] != book.platform.fingerprint and mismatch not in summary["mismatched_nodes"]:
+            summary["mismatched_nodes"].append(mismatch)
+        for record in result["results"]:
+            # a result another driver of the same campaign stored first is kept once
+            if book.keep(Measurement(**record)):
+                summary["done"] += 1
+                tell("done", summary)
+            else:
+                summary["already_stored"] += 1
+        for key, failure, reason in result["failures"]:
+            book.fail(key, failure, reason)
+            summary["failed"] += 1
+            tell("failed", summary)
+    return pending
 
 
 __all__ = ["DEVICE_PREFIX", "device_kinds", "device_resource", "profile_on_ray"]

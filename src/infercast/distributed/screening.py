@@ -107,12 +107,12 @@ def screen_on_ray(
     ``screen`` (shortlist, risk, predictor_b, weights, platform, progress)."""
     import ray
 
-    from infercast import space as spaces
     from infercast.predict import CascadeBlend
+    from infercast.space import get as get_space
 
     if n < 1:
         raise ScreenError(f"--n={n} must be at least 1")
-    family = spaces.get(space)
+    chosen = get_space(space)
     text = Path(space).read_text() if space.endswith((".yaml", ".yml")) else None
     model = CascadeBlend.load(predictor)
     with connected(address):
@@ -122,7 +122,7 @@ def screen_on_ray(
             raise ScreenError(f"--shards={shards}: between 1 and the number of candidates ({n})")
         sizes = [n // shards + (i < n % shards) for i in range(shards)]
         candidates = Candidates(
-            pd.DataFrame(), family, source=f"{family.name} (n={n}, seed={seed}, {shards} Ray shards)", count=n
+            pd.DataFrame(), chosen, source=f"{chosen.name} (n={n}, seed={seed}, {shards} Ray shards)", count=n
         )
 
         files = ray.put(_predictor_files(predictor))
@@ -136,7 +136,7 @@ def screen_on_ray(
             for i, size in enumerate(sizes):
                 ref = task.options(num_cpus=1).remote(
                     files,
-                    (family.name if text is None else space, text),
+                    (chosen.name if text is None else space, text),
                     size,
                     shard_seed(seed, i),
                     offset,
@@ -158,7 +158,7 @@ def screen_on_ray(
                 if progress is not None:
                     progress("stage 1 (Ray)", done, n)
             survivors = pd.concat(kept, ignore_index=True)
-            merged = survivors.drop_duplicates([p.name for p in family.params], ignore_index=True)
+            merged = survivors.drop_duplicates([p.name for p in chosen.params], ignore_index=True)
             count = sum(r["survivors"] for r in reports)
             nearest = pd.concat(closest, ignore_index=True)
             return (

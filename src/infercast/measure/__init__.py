@@ -20,13 +20,16 @@ import numpy as np
 
 from infercast.measure import backends
 from infercast.measure.backends.base import Backend, MeasureError
+from infercast.measure.campaign import Campaign
 from infercast.measure.engine import Engine, Item
 from infercast.measure.platform import fingerprint
 from infercast.measure.protocol import Protocol
 from infercast.measure.sensors import NoSensor, detect
 from infercast.store import Measurement, Platform, Store
+from infercast.tables import to_python
 
 __all__ = [
+    "Campaign",
     "Engine",
     "Item",
     "MeasureError",
@@ -108,7 +111,7 @@ def model_configs(models: list[str], input_shape: tuple[int, ...] | None = None)
     rows = []
     for model in models:
         loaded = load_model(model, input_shape)
-        graph = capture(loaded.module if loaded.module is not None else loaded.onnx, loaded.input_shape)
+        graph = capture(loaded)
         rows.append(
             {
                 "id": hashlib.sha1(f"{model}|{list(loaded.input_shape)}".encode()).hexdigest()[:16],
@@ -125,7 +128,7 @@ def model_configs(models: list[str], input_shape: tuple[int, ...] | None = None)
 def _stored_figures(record: Any) -> dict[str, Any]:
     names = ("n", "median_ms", "mean_ms", "low_ms", "ci_low_ms", "ci_high_ms", "cv", "cap_hit", "contention")
     extra = ("peak_memory_bytes", "peak_memory_definition", "energy_j", "energy_reason", "energy_sensor")
-    return {name: _plain(record[name]) for name in (*names, *extra)}
+    return {name: to_python(record[name]) for name in (*names, *extra)}
 
 
 def profile(
@@ -164,27 +167,15 @@ def campaign_rows(
 ) -> tuple[list[dict[str, Any]], str]:
     """The config rows a ``profile`` campaign measures (see ``profile`` for ``limit``) and the
     campaign's default name; the local engine and a Ray cluster measure the same rows."""
-    from infercast import space as spaces
+    from infercast.space import get
 
     if limit is not None and limit < 1:
         raise MeasureError(f"limit={limit!r}: measure at least one config (or leave it out)")
-    family = spaces.get(space)
+    chosen = get(space)
     # a small space sampled with replacement repeats configs: each is measured once
-    configs = family.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
-    features = family.features(configs)
-    name = f"{family.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
-    names = [p.name for p in family.params]
-    rows = [
-        {
-            "id": row["id"],
-            "model": row["model"],
-            "space": family.string_name,
-            "params": {k: _plain(row[k]) for k in names},
-            "features": {k: float(v) for k, v in features.loc[index].items()},
-        }
-        for index, row in configs.iterrows()
-    ][:limit]
-    return rows, name
+    configs = chosen.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
+    name = f"{chosen.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
+    return chosen.config_rows(configs.head(limit)), name
 
 
 def run_campaign(
@@ -203,42 +194,37 @@ def run_campaign(
     """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
     campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
     After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them."""
-    platform = platform_of(backend)
-    summary: dict[str, Any] = {"campaign": campaign, "platform_id": platform.id, "done": 0, "failed": 0}
     widths: list[float] = []
+    tell = progress or (lambda event, state: None)
     with Store(db) as store:
-        store.add_platform(platform)
-        store.add_configs(rows)
-        finished = store.done(platform.id, campaign)
-        todo = [
-            Item(row["id"], row["model"], row.get("input_shape")) for row in rows if row["id"] not in finished
-        ]
-        summary["skipped"] = len(rows) - len(todo)
-        summary["todo"] = len(todo)
-        report = progress or (lambda event, state: None)
-        report("start", summary)
+        book = Campaign.open(store, platform_of(backend), campaign, rows)
+        summary: dict[str, Any] = {
+            "campaign": campaign,
+            "platform_id": book.platform.id,
+            "done": 0,
+            "failed": 0,
+            "skipped": book.skipped,
+            "todo": len(book.todo),
+        }
+        tell("start", summary)
 
         def keep(item: Item, m: Measurement) -> None:
-            store.add_measurement(platform.id, campaign, m)
-            summary["done"] += 1
-            widths.append((m.ci_high_ms - m.ci_low_ms) / 2 / m.median_ms)
+            if book.keep(m):
+                widths.append((m.ci_high_ms - m.ci_low_ms) / 2 / m.median_ms)
+            summary["done"] = book.done
             if on_result is not None:
                 on_result(item, m)
-            report("done", summary)
+            tell("done", summary)
 
         def fail(item: Item, kind: str, reason: str) -> None:
-            store.add_failure(item.key, platform.id, campaign, kind, reason)
-            summary["failed"] += 1
+            book.fail(item.key, kind, reason)
+            summary["failed"] = book.failed
             if on_failure is not None:
                 on_failure(item, kind, reason)
-            report("failed", summary)
+            tell("failed", summary)
 
         engine = Engine(backend, protocol, energy_sensor(backend, energy), op_runs=op_runs)
-        engine.run(todo, keep, fail, on_round=lambda: report("round", summary), deadline=deadline)
-    summary["left"] = summary["todo"] - summary["done"] - summary["failed"]
+        engine.run(book.todo, keep, fail, on_round=lambda: tell("round", summary), deadline=deadline)
+    summary["left"] = book.left
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value

@@ -16,6 +16,7 @@ import io
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,36 @@ import pandas as pd
 from infercast.errors import InfercastError
 from infercast.features import FEATURE_NAMES
 from infercast.store import Store
+from infercast.units import bytes_to_mb
 
 
 class ReportError(InfercastError):
     """A report that cannot be made from what the store holds."""
+
+
+@dataclass
+class Section:
+    """One part of the report: a heading, a caption, and a figure and/or a table (HTML)."""
+
+    title: str
+    caption: str
+    figure: Any = None
+    table: str = ""
+
+    def html(self, folder: Path, number: int) -> str:
+        """The section's HTML; its figure is also written to ``folder`` as a numbered PNG."""
+        parts = [f"<h2>{html.escape(self.title)}</h2>"]
+        if self.caption:
+            parts.append(f"<p>{html.escape(self.caption)}</p>")
+        if self.figure is not None:
+            png = _png(self.figure)
+            (folder / f"{number:02d}-{self.title.lower().replace(' ', '-')}.png").write_bytes(png)
+            parts.append(
+                f'<img class="figure" alt="{html.escape(self.title)}" '
+                f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+            )
+        parts.append(self.table)
+        return "".join(parts)
 
 
 def measurements_frame(db: str | Path) -> pd.DataFrame:
@@ -40,7 +67,7 @@ def measurements_frame(db: str | Path) -> pd.DataFrame:
     features = pd.DataFrame([json.loads(f) for f in frame["features"]])[list(FEATURE_NAMES)]
     frame = pd.concat([frame.drop(columns=[c for c in FEATURE_NAMES if c in frame]), features], axis=1)
     frame["latency_ms"] = frame["low_ms"]
-    memory = pd.to_numeric(frame["peak_memory_bytes"], errors="coerce") / 1e6
+    memory = bytes_to_mb(frame["peak_memory_bytes"])
     frame["peak_memory_mb"] = memory.where(memory > 0)
     frame["energy_j"] = pd.to_numeric(frame["energy_j"], errors="coerce")
     return frame
@@ -69,12 +96,12 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
         raise ReportError(
             f"--predictor {predictor}: an op-wise table predictor; give one from train or adapt"
         )
-    own = blend.metadata.get("platform", {}).get("id")
-    seen = set(blend.metadata.get("training", {}).get("train_config_ids", []))
-    data = frame[(frame["platform_id"] == own) & ~frame["config_id"].isin(seen)].drop_duplicates("config_id")
+    info = blend.info
+    unseen = ~frame["config_id"].isin(info.train_config_ids)
+    data = frame[(frame["platform_id"] == info.platform.id) & unseen].drop_duplicates("config_id")
     if data.empty:
         return data, {}
-    x = feature_frame(data, blend.metadata["platform"]["settings"])
+    x = feature_frame(data, info.platform.settings)
     predicted = blend.predict(x, ood="none")
     out = data.reset_index(drop=True)
     scores = blend.score(x, out[[TARGETS[t] for t in blend.stages]])
@@ -120,6 +147,40 @@ def _transfer_table(matrix: pd.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{''.join(cells)}</table>"
 
 
+def _accuracy_section(frame: pd.DataFrame, predictor: str | Path) -> Section:
+    """Predicted vs measured on the configs of the predictor's platform it never trained on."""
+    from infercast.report import figures
+
+    data, scores = _accuracy_frame(frame, predictor)
+    if data.empty:
+        return Section(
+            "Predictor accuracy",
+            "",
+            table="<p>The store holds no configs of the predictor's platform that it did not train on.</p>",
+        )
+    rows = []
+    for target, m in scores.items():
+        if "baselines" in m:
+            versus = f"FLOPs baseline MAPE {m['baselines']['flops']['mape']:.1f} %"
+        else:  # an adapted predictor: next to its sources as they were
+            versus = "unadapted source MAPE " + ", ".join(
+                f"{s['mape']:.1f} %" for s in m.get("sources_unadapted", [])
+            )
+        rows.append(
+            (
+                target,
+                f"R² {m['r2']:.4f}, MAPE {m['mape']:.2f} %, ±10 % {m['within_10pct']:.1%}, "
+                f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; {versus}",
+            )
+        )
+    return Section(
+        "Predictor accuracy",
+        f"{len(data):,} configs the predictor never trained on; bars are 90 % intervals.",
+        figures.accuracy(data),
+        _table(rows),
+    )
+
+
 def build_report(
     db: str | Path,
     out: str | Path,
@@ -147,19 +208,19 @@ def build_report(
     on = f" Platform {named.get(main_id, main_id)}" + (
         " (the one measured most)." if frame["platform_id"].nunique() > 1 else "."
     )
-    sections: list[tuple[str, str, Any]] = [
-        (
+    sections = [
+        Section(
             "How the costs scale",
             "Measured latency (low_ms) and peak memory against the analytic FLOPs; "
             "throughput against batch and input size." + on,
             figures.scaling(main),
         ),
-        (
+        Section(
             "Depth",
             "Latency and memory against the number of weighted layers." + on,
             figures.depth_width(main),
         ),
-        (
+        Section(
             "Memory composition",
             "The measured peak split into what the graph explains (weights, peak live "
             "activations) and the rest." + on,
@@ -168,14 +229,14 @@ def build_report(
     ]
     if main["energy_j"].notna().any():
         sections.append(
-            (
+            Section(
                 "Energy vs latency",
                 "Mean power per inference against arithmetic intensity." + on,
                 figures.energy_vs_latency(main),
             )
         )
     sections.append(
-        (
+        Section(
             "Measurement noise",
             "Within-campaign CI of each median; change between campaigns of configs measured twice "
             "on the same platform.",
@@ -184,18 +245,21 @@ def build_report(
     )
     matrix = pd.DataFrame()
     if frame["platform_id"].nunique() > 1:
-        sections.append(("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame)))
+        sections.append(
+            Section("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame))
+        )
         if transfer:
             matrix = transfer_matrix(db, progress=progress)
     if not matrix.empty:
         matrix.to_csv(folder / "transfer_matrix.csv", index=False)
         sections.append(
-            (
+            Section(
                 "Transfer matrix",
                 "A predictor trained on one platform (rows) scored on another's measurements (columns), "
                 "on held-out configs; the diagonal is the same-platform accuracy. Slope: log-log slope of "
                 "the target platform's measurements on the predictions; B / A: their median ratio.",
                 figures.transfer_matrix(matrix),
+                _transfer_table(matrix),
             )
         )
     summary_rows = [
@@ -219,56 +283,13 @@ def build_report(
             else "not measured",
         ),
     ]
-    accuracy_html = ""
     if predictor is not None:
-        data, scores = _accuracy_frame(frame, predictor)
-        if data.empty:
-            accuracy_html = (
-                "<p>The store holds no configs of the predictor's platform that it did not train on.</p>"
-            )
-        else:
-            sections.append(
-                (
-                    "Predictor accuracy",
-                    f"{len(data):,} configs the predictor never trained on; bars are 90 % intervals.",
-                    figures.accuracy(data),
-                )
-            )
-            rows = []
-            for target, m in scores.items():
-                if "baselines" in m:
-                    versus = f"FLOPs baseline MAPE {m['baselines']['flops']['mape']:.1f} %"
-                else:  # an adapted predictor: next to its sources as they were
-                    versus = "unadapted source MAPE " + ", ".join(
-                        f"{s['mape']:.1f} %" for s in m.get("sources_unadapted", [])
-                    )
-                rows.append(
-                    (
-                        target,
-                        f"R² {m['r2']:.4f}, MAPE {m['mape']:.2f} %, ±10 % {m['within_10pct']:.1%}, "
-                        f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; {versus}",
-                    )
-                )
-            accuracy_html = _table(rows)
+        sections.append(_accuracy_section(frame, predictor))
     body = [
         f"<h1>infercast report</h1><p>{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}</p>",
         _table(summary_rows),
+        *(section.html(folder, number) for number, section in enumerate(sections, start=1)),
     ]
-    for index, (title, caption, figure) in enumerate(sections):
-        png = _png(figure)
-        name = f"{index + 1:02d}-{title.lower().replace(' ', '-')}.png"
-        (folder / name).write_bytes(png)
-        encoded = base64.b64encode(png).decode()
-        body.append(
-            f"<h2>{html.escape(title)}</h2><p>{html.escape(caption)}</p>"
-            f'<img class="figure" alt="{html.escape(title)}" src="data:image/png;base64,{encoded}">'
-        )
-        if title == "Predictor accuracy":
-            body.append(accuracy_html)
-        if title == "Transfer matrix":
-            body.append(_transfer_table(matrix))
-    if predictor is not None and "Predictor accuracy" not in [s[0] for s in sections]:
-        body.append(f"<h2>Predictor accuracy</h2>{accuracy_html}")
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
         "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}"
@@ -281,4 +302,4 @@ def build_report(
     return out
 
 
-__all__ = ["ReportError", "build_report", "measurements_frame"]
+__all__ = ["ReportError", "Section", "build_report", "measurements_frame"]

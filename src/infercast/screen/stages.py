@@ -1,0 +1,245 @@
+"""The two stages and the shortlist (see the package docstring): ``stage_one`` (closed-form
+features + fast models + margins, in chunks), ``stage_two`` (the full blend on the survivors) and
+``screen``, which runs both and picks the Pareto shortlist. Nothing here measures."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from infercast.features import FEATURE_NAMES
+from infercast.predict import TARGETS, CascadeBlend
+from infercast.predict.data import feature_frame
+from infercast.screen.candidates import Candidates
+from infercast.screen.pareto import shortlist as pareto_shortlist
+from infercast.screen.request import Budgets, ScreenError, check_request
+
+CHUNK = 250_000
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ScreenResult:
+    candidates: int
+    source: str
+    budgets: dict[str, float]
+    objectives: list[str]
+    risk: float
+    stage1: dict[str, Any] = field(default_factory=dict)
+    stage2: dict[str, Any] = field(default_factory=dict)
+    shortlist: pd.DataFrame = field(default_factory=pd.DataFrame)
+    closest: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rejected_near: pd.DataFrame = field(default_factory=pd.DataFrame)
+    message: str = ""
+    validation: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidates": self.candidates,
+            "source": self.source,
+            "budgets": self.budgets,
+            "objectives": self.objectives,
+            "risk": self.risk,
+            "stage1": self.stage1,
+            "stage2": self.stage2,
+            "message": self.message,
+            "shortlist": _records(self.shortlist),
+            "closest": _records(self.closest),
+            "validation": self.validation,
+        }
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    if frame.empty:
+        return []
+    out = frame.drop(columns=[c for c in frame.columns if c.startswith("_")]).astype(object)
+    return out.where(out.notna(), None).to_dict(orient="records")
+
+
+def _inputs(features: pd.DataFrame, predictor: CascadeBlend) -> pd.DataFrame:
+    """The predictor's input columns: the features + its platform's settings."""
+    frame = feature_frame(features, predictor.info.platform.settings)
+    return frame[predictor.feature_names]
+
+
+def stage_one(
+    predictor: CascadeBlend,
+    candidates: Candidates,
+    budgets: Budgets,
+    risk: float,
+    progress: Progress | None = None,
+    keep_closest: int = 10,
+) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
+    """Fast predictions and the margin-aware budget filter, in chunks. Returns the survivors
+    (configs + fast predictions), the stage report and the closest rejected candidates."""
+    started = time.perf_counter()
+    active = budgets.active()
+    margins = {t: predictor.fast_margin(t, risk) for t in active}
+    removed = dict.fromkeys(active, 0)
+    survivors, nearest = [], []
+    total = len(candidates)
+    for start in range(0, total, CHUNK):
+        chunk = candidates.configs.iloc[start : start + CHUNK]
+        if candidates.space is not None:
+            features = candidates.space.features(chunk)
+        else:
+            features = candidates.features.iloc[start : start + CHUNK].reset_index(drop=True)
+        fast = predictor.predict_fast(_inputs(features, predictor).to_numpy(dtype=np.float32))
+        keep = np.ones(len(chunk), dtype=bool)
+        worst = np.zeros(len(chunk))
+        for target, limit in active.items():
+            optimistic = fast[target] * math.exp(-margins[target])
+            over = optimistic > limit
+            removed[target] += int(over.sum())
+            keep &= ~over
+            worst = np.maximum(worst, fast[target] / limit)
+        frame = chunk.reset_index(drop=True).assign(_index=np.arange(start, start + len(chunk)))
+        for target, values in fast.items():
+            frame[f"_fast_{target}"] = values
+        frame["_violation"] = worst
+        frame["flops"] = features["flops"].to_numpy()
+        frame["params"] = features["params"].to_numpy()
+        survivors.append(frame[keep])
+        if keep_closest and (~keep).any():
+            nearest.append(frame[~keep].nsmallest(keep_closest, "_violation"))
+        if progress is not None:
+            progress("stage 1", min(start + CHUNK, total), total)
+    kept = pd.concat(survivors, ignore_index=True) if survivors else pd.DataFrame()
+    distinct = len(kept)
+    if candidates.space is not None and len(kept):
+        # a sample larger than a small space repeats configs: each is scored once from here on
+        kept = kept.drop_duplicates([p.name for p in candidates.space.params], ignore_index=True)
+        distinct = len(kept)
+    closest = (
+        pd.concat(nearest, ignore_index=True).nsmallest(keep_closest, "_violation")
+        if nearest
+        else kept.head(0)
+    )
+    report = {
+        "seconds": time.perf_counter() - started,
+        "removed_by": removed,
+        "margins_pct": {t: (math.exp(m) - 1) * 100 for t, m in margins.items()},
+        "survivors": _survivor_count(survivors),
+        "distinct_survivors": distinct,
+        "elimination_rate": 1 - _survivor_count(survivors) / total if total else 0.0,
+    }
+    return kept, report, closest
+
+
+def _survivor_count(parts: list[pd.DataFrame]) -> int:
+    return sum(len(p) for p in parts)
+
+
+def stage_two(
+    predictor: CascadeBlend,
+    survivors: pd.DataFrame,
+    candidates: Candidates,
+    budgets: Budgets,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The full cascade blend on the survivors, with intervals and OOD flags."""
+    started = time.perf_counter()
+    if survivors.empty:
+        return survivors, {"seconds": 0.0, "feasible": 0}
+    if candidates.space is not None:
+        named = candidates.space.with_ids(survivors.drop(columns=["model", "id"], errors="ignore"))
+        features = candidates.space.features(named)
+    else:
+        named = survivors
+        features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)
+    x = _inputs(features, predictor)
+    parts = []
+    for start in range(0, len(x), 50_000):
+        # feature ranges here; the nearest-neighbour check runs on the shortlist only
+        parts.append(predictor.predict(x.iloc[start : start + 50_000], ood="ranges"))
+        if progress is not None:
+            progress("stage 2", min(start + 50_000, len(x)), len(x))
+    predicted = pd.concat(parts)
+    named = named.drop(columns=[c for c in FEATURE_NAMES if c in named.columns]).reset_index(drop=True)
+    scored = pd.concat([named, features.reset_index(drop=True), predicted.reset_index(drop=True)], axis=1)
+    feasible = np.ones(len(scored), dtype=bool)
+    violation = np.zeros(len(scored))
+    for target, limit in budgets.active().items():
+        values = scored[TARGETS[target]].to_numpy()
+        feasible &= values <= limit
+        violation = np.maximum(violation, values / limit)
+    scored["_violation"] = violation
+    scored["feasible"] = feasible
+    report = {
+        "seconds": time.perf_counter() - started,
+        "rescored": len(scored),
+        "feasible": int(feasible.sum()),
+    }
+    return scored, report
+
+
+def _objective_values(frame: pd.DataFrame, objectives: list[str]) -> np.ndarray:
+    columns = [TARGETS.get(o, o) for o in objectives]
+    return frame[columns].to_numpy(dtype=np.float64)
+
+
+def screen(
+    predictor: CascadeBlend,
+    candidates: Candidates,
+    budgets: Budgets,
+    objectives: list[str],
+    shortlist: int = 10,
+    risk: float = 0.05,
+    predictor_b: CascadeBlend | None = None,
+    weights: dict[str, float] | None = None,
+    platform: str | None = None,
+    progress: Progress | None = None,
+    stage_one_runner: Callable[..., tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]] | None = None,
+) -> ScreenResult:
+    """Screen ``candidates`` against ``budgets``; see the module docstring for the stages.
+    ``stage_one_runner`` replaces the local ``stage_one`` (same arguments and results): the Ray
+    route generates, featurises and filters the candidates on a cluster."""
+    if shortlist < 1:
+        raise ScreenError(f"--shortlist={shortlist} must be at least 1")
+    check_request(predictor, candidates, budgets, objectives, platform if predictor_b is None else None)
+    if predictor_b is not None:
+        check_request(predictor_b, candidates, budgets, objectives, platform)
+    weight_vector = None
+    if weights:
+        unknown = [k for k in weights if k not in objectives]
+        if unknown:
+            raise ScreenError(f"weights for {unknown}, which are not among the objectives {objectives}")
+        weight_vector = np.array([weights.get(o, 0.0) for o in objectives])
+    result = ScreenResult(len(candidates), candidates.source, budgets.active(), list(objectives), risk)
+    survivors, result.stage1, closest = (stage_one_runner or stage_one)(
+        predictor, candidates, budgets, risk, progress
+    )
+    scored, result.stage2 = stage_two(predictor_b or predictor, survivors, candidates, budgets, progress)
+    result.stage2["predictor"] = "b" if predictor_b is not None else "a"
+    feasible = scored[scored["feasible"]] if not scored.empty else scored
+    if feasible.empty:
+        pool = scored if not scored.empty else closest
+        result.closest = pool.nsmallest(min(10, len(pool)), "_violation") if len(pool) else pool
+        if candidates.space is not None and "model" not in result.closest.columns and len(result.closest):
+            result.closest = candidates.space.with_ids(result.closest)
+        result.message = (
+            f"no candidate meets the budgets {budgets.active()}: the closest are listed "
+            "(violation = predicted / budget, worst budget)"
+        )
+        return result
+    started = time.perf_counter()
+    values = _objective_values(feasible, objectives)
+    rows, ranks = pareto_shortlist(values, shortlist, weight_vector)
+    picked = feasible.iloc[rows].copy()
+    picked["front"] = ranks
+    scorer = predictor_b or predictor
+    if scorer.ood is not None:
+        picked["ood"], picked["ood_reason"] = scorer.ood.check(_inputs(picked, scorer).to_numpy())
+    result.shortlist = picked.reset_index(drop=True)
+    infeasible = scored[~scored["feasible"]]
+    result.rejected_near = infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation")
+    result.stage2["pareto_seconds"] = time.perf_counter() - started
+    result.stage2["front_1"] = int((ranks == 1).sum())
+    return result
