@@ -4,6 +4,7 @@ Parquet and CSV."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -32,3 +33,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if path.suffix == ".csv":
         return pd.read_csv(path)
     raise InfercastError(f"cannot read {path}: use a .parquet or .csv table")
+
+
+def to_python(value: Any, strict: bool = False) -> Any:
+    """A numpy scalar or array as the plain Python value JSON and SQLite take (other values as
+    they are; with ``strict``, a value with no plain form raises ``TypeError``, as ``json.dumps``'
+    ``default`` must)."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if strict:
+        raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    return value

@@ -1,8 +1,8 @@
 """The flat, versioned feature vector the predictors learn from.
 
 ``features(graph)`` returns one value per name in ``FEATURE_NAMES`` (schema ``FEATURE_SCHEMA_VERSION``).
-Column meanings are documented in ``FEATURE_DOCS`` and docs/features.md. The vectorised design-space
-path must produce the same columns; a test holds the two equal.
+Column meanings are documented in ``FEATURE_DOCS`` (docs/graph.md describes the costs behind them).
+The vectorised design-space path must produce the same columns; a test holds the two equal.
 """
 
 from __future__ import annotations

@@ -48,9 +48,7 @@ ACTIVATION_KINDS = frozenset(
 )
 ELEMENTWISE_KINDS = frozenset({"add", "sub", "mul", "div"})
 NORM_KINDS = frozenset({"bn", "layernorm", "groupnorm", "instancenorm"})
-POOL_KINDS = frozenset({"max_pool", "avg_pool", "global_pool"})
 ALIAS_KINDS = frozenset({"reshape", "identity", "slice", "split"})
-MOVE_KINDS = frozenset({"concat", "pad", "transpose", "upsample"})
 WEIGHTED_KINDS = CONV_KINDS | MATMUL_KINDS | NORM_KINDS | {"prelu"}
 
 # Normalised source-op name -> canonical kind. Names from nn.Module classes, torch functions and

@@ -8,6 +8,8 @@ import platform as host
 from pathlib import Path
 from typing import Any
 
+from infercast.units import milliwatts_to_watts
+
 # the libraries whose kernels a latency depends on (infercast itself is not one of them)
 LIBRARIES = ("torch", "onnxruntime", "onnxruntime-gpu", "numpy")
 
@@ -45,7 +47,7 @@ def gpu_fingerprint(index: int = 0) -> dict[str, Any] | None:
         info["driver"] = pynvml.nvmlSystemGetDriverVersion()
         info["sm_clock_mhz"] = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
         info["max_sm_clock_mhz"] = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
-        info["power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
+        info["power_limit_w"] = milliwatts_to_watts(pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
         pynvml.nvmlShutdown()
     except Exception:
         pass

@@ -15,6 +15,9 @@ cross-validation says it helps: that is what can change the ranking the sources 
 Which k configs to measure matters as much as how many: ``select_configs`` spreads them over the
 sources' predictions (k-centre in the standardised log-prediction space), so the fit sees the
 whole range instead of a cluster.
+
+Length: one estimator with its selection rule and its self-contained directory format (the
+sources are copied in); the per-target fit, the residual model and save / load share ``_TargetFit``.
 """
 
 from __future__ import annotations
@@ -28,23 +31,22 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from infercast.predict.artifact import inside_folder, read_meta, write_meta
-from infercast.predict.blend import TARGETS, CascadeBlend, score_target
+from infercast.predict.artifact import Described, inside_folder, read_meta, write_meta
+from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import settings_columns
 from infercast.predict.errors import PredictorError
+from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
-from infercast.predict.metrics import regression_metrics
+from infercast.predict.metrics import regression_metrics, score_target
 
 SELECTIONS = ("spread", "random")
 _ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
-_Z90 = 1.6448536269514722  # the normal 95th percentile: a 90 % two-sided interval
 
 
 def _source_inputs(source: CascadeBlend, x: pd.DataFrame) -> pd.DataFrame:
     """``x`` with the platform-setting columns the source was trained with (a 1-thread source
     predicts what its own platform would do, whatever the target's thread count)."""
-    settings = source.metadata.get("platform", {}).get("settings", {})
-    own = settings_columns(settings)
+    own = settings_columns(source.info.platform.settings)
     return x.assign(**{k: v for k, v in own.items() if k in source.feature_names})
 
 
@@ -140,7 +142,7 @@ class _TargetFit:
         self.n = n
 
 
-class Adapted:
+class Adapted(Described):
     """A target-platform predictor built from source ``CascadeBlend`` predictors and a few target
     measurements. ``fit(X, y)`` with the k measured configs; ``predict`` / ``score`` / ``save`` /
     ``load`` as ``CascadeBlend`` (same output columns), so ``infercast predict`` takes it as is."""
@@ -225,9 +227,7 @@ class Adapted:
         residual, note = None, f"below {self.min_residual} measurements: no residual model"
         if len(z) >= self.min_residual:
             residual, note, loo = self._fit_residual(x, p, z, alpha, loo)
-        # split-conformal on leave-one-out residuals: the finite-sample quantile rank
-        rank = min(len(loo), int(np.ceil((len(loo) + 1) * self.interval)))
-        interval_q = float(np.sort(np.abs(loo))[rank - 1])
+        interval_q = conformal_quantile(loo, self.interval)  # on leave-one-out residuals
         return _TargetFit(intercept, weights, alpha, interval_q, residual, note, len(z))
 
     def _residual_inputs(self, x: pd.DataFrame, p: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -281,16 +281,13 @@ class Adapted:
         for target, column in TARGETS.items():
             fit = self.fits.get(target)
             if fit is None:
-                for suffix in ("", "_low", "_high"):
-                    out[column + suffix] = np.nan
+                put_interval(out, column, None, None)
                 continue
             p = np.asarray(given[target]) if target in given else computed[target]
             log_pred = fit.intercept + p @ fit.weights
             if fit.residual is not None:
                 log_pred = log_pred + fit.residual.predict(self._residual_inputs(x, p, fit.weights))
-            out[column] = np.exp(log_pred)
-            out[column + "_low"] = np.exp(log_pred - fit.interval_q)
-            out[column + "_high"] = np.exp(log_pred + fit.interval_q)
+            put_interval(out, column, log_pred, fit.interval_q)
         if ood != "none":
             # the features' domain is the sources' training data: the best-weighted source judges it
             fit = self.fits.get("latency") or next(iter(self.fits.values()))

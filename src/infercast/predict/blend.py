@@ -16,6 +16,11 @@ earlier stages' log predictions as features):
    residuals, so ``[pred · e^-q, pred · e^q]`` holds that share of unseen truths.
 
 A target with no data (energy on a host without a sensor) is skipped and reported as unavailable.
+
+Length: the module is one estimator. Its stages, fast screening models, corrector and their
+code-free save / load share private state (``_Stage``), and each step is kept beside the others it
+must agree with; the generic parts live beside it (``folds``, ``intervals``, ``metrics``,
+``learners``, ``baselines``, ``ood``).
 """
 
 from __future__ import annotations
@@ -29,18 +34,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
-from sklearn.model_selection import KFold, StratifiedKFold
 
-from infercast.predict.artifact import check_feature_schema, inside_folder, read_meta, write_meta
+from infercast.predict.artifact import (
+    Described,
+    check_feature_schema,
+    inside_folder,
+    read_meta,
+    write_meta,
+)
 from infercast.predict.baselines import fit_baselines, load_baselines
 from infercast.predict.errors import PredictorError
+from infercast.predict.folds import depth_edges, strata, stratified_folds
+from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import LEARNERS, LightGBMLearner, XGBoostLearner
-from infercast.predict.metrics import regression_metrics
+from infercast.predict.metrics import regression_metrics, score_target
 from infercast.predict.ood import OODDetector
 
 TARGETS: dict[str, str] = {"memory": "peak_memory_mb", "energy": "energy_j", "latency": "latency_ms"}
 DEFAULT_ORDER: tuple[str, ...] = ("memory", "energy", "latency")
-BATCH_TIERS = (1, 8, 32)  # batch 1 | 2–8 | 9–32 | > 32
 _TREND_COLUMNS = ("flops", "params", "weight_bytes", "activation_bytes")
 _BODY_KEYS = {
     "params",
@@ -50,39 +61,6 @@ _BODY_KEYS = {
     "unavailable",
     "baselines",
 }
-
-
-def strata(batch: np.ndarray, depth: np.ndarray, depth_edges: np.ndarray) -> np.ndarray:
-    """Batch tier × depth tier, the split CARB stratifies on."""
-    batch_tier = np.searchsorted(np.asarray(BATCH_TIERS), np.asarray(batch), side="left")
-    depth_tier = np.searchsorted(depth_edges, np.asarray(depth), side="right")
-    return batch_tier * 10 + depth_tier
-
-
-def depth_edges(depth: np.ndarray) -> np.ndarray:
-    return np.unique(np.quantile(np.asarray(depth, dtype=np.float64), [1 / 3, 2 / 3]))
-
-
-def stratified_split(x: pd.DataFrame, test_size: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Train / test row positions, stratified by batch tier × depth tier."""
-    if not 0 < test_size < 1:
-        raise PredictorError(f"test_size={test_size!r} must lie strictly between 0 and 1")
-    labels = _mergeable(strata(x["batch"], x["depth"], depth_edges(x["depth"])), math.ceil(1 / test_size))
-    rng = np.random.default_rng(seed)
-    test = []
-    for label in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == label))
-        test.extend(members[: max(1, round(len(members) * test_size))])
-    test_index = np.sort(np.asarray(test, dtype=np.int64))
-    return np.setdiff1d(np.arange(len(x)), test_index), test_index
-
-
-def _mergeable(labels: np.ndarray, minimum: int) -> np.ndarray:
-    """Strata too small to spread over the folds join the largest one."""
-    values, counts = np.unique(labels, return_counts=True)
-    largest = values[np.argmax(counts)]
-    small = values[counts < minimum]
-    return np.where(np.isin(labels, small), largest, labels)
 
 
 @dataclass
@@ -119,7 +97,7 @@ class _Stage:
         return out
 
 
-class CascadeBlend:
+class CascadeBlend(Described):
     """Predict peak memory, energy and latency from analytic features (CARB's cascade blend).
 
     ``fit(X, y)``: ``X`` numeric feature columns (``batch`` and ``depth`` among them, for the
@@ -179,8 +157,9 @@ class CascadeBlend:
 
     # -- training -----------------------------------------------------------------------------
     def _make(self, name: str) -> Any:
-        size = self.forest_estimators if name == "extratrees" else self.n_estimators
-        return LEARNERS[name](n_estimators=size, seed=self.seed, n_jobs=self.n_jobs)
+        learner = LEARNERS[name]
+        size = getattr(self, learner.size_param)
+        return learner(n_estimators=size, seed=self.seed, n_jobs=self.n_jobs)
 
     def fit(self, x: pd.DataFrame, y: pd.DataFrame) -> CascadeBlend:
         for column in ("batch", "depth", *(_TREND_COLUMNS if self.detrend else ())):
@@ -234,7 +213,7 @@ class CascadeBlend:
         batch: np.ndarray,
     ) -> tuple[_Stage, np.ndarray]:
         x, y = full[rows], log_y[rows]
-        folds = _folds(labels[rows], self.n_folds, self.seed)
+        folds = stratified_folds(labels[rows], self.n_folds, self.seed)
         index = [self.feature_names.index(c) for c in _TREND_COLUMNS] if self.detrend else []
         design = _design(x, index) if self.detrend else np.zeros((len(x), 1))
         oof = np.zeros((len(rows), len(self.learners)))
@@ -247,15 +226,13 @@ class CascadeBlend:
         blended = oof @ weights
         corrector, note, correction = self._fit_corrector(x, y - blended, batch[rows], folds)
         blended = blended + correction
-        residual = np.abs(y - blended)
-        level = min(1.0, math.ceil((len(y) + 1) * self.interval) / len(y))
         coef = _trend(design, y, self.detrend)
         stage = _Stage(
             target=target,
             inputs=inputs,
             learners={name: self._make(name).fit(x, y - design @ coef) for name in self.learners},
             weights={name: float(w) for name, w in zip(self.learners, weights, strict=True)},
-            interval_q=float(np.quantile(residual, level)),
+            interval_q=conformal_quantile(y - blended, self.interval),
             corrector=corrector,
             corrector_note=note,
             n_train=len(rows),
@@ -276,7 +253,7 @@ class CascadeBlend:
         x, y = full[rows], log_y[rows]
         design = _design(x, stage.trend_index) if stage.trend is not None else None
         oof = np.zeros(len(rows))
-        for train, held in _folds(labels[rows], self.n_folds, self.seed):
+        for train, held in stratified_folds(labels[rows], self.n_folds, self.seed):
             coef = _trend(design[train], y[train], True) if design is not None else None
             offset_train = design[train] @ coef if design is not None else 0.0
             offset_held = design[held] @ coef if design is not None else 0.0
@@ -379,15 +356,12 @@ class CascadeBlend:
             column = TARGETS[target]
             stage = self.stages.get(target)
             if stage is None:
-                for suffix in ("", "_low", "_high"):
-                    out[column + suffix] = np.nan
+                put_interval(out, column, None, None)
                 continue
             full = np.column_stack([base, *cascade]) if cascade else base
             log_pred = stage.predict_log(full, batch, self.small_batch)
             cascade.append(log_pred)
-            out[column] = np.exp(log_pred)
-            out[column + "_low"] = np.exp(log_pred - stage.interval_q)
-            out[column + "_high"] = np.exp(log_pred + stage.interval_q)
+            put_interval(out, column, log_pred, stage.interval_q)
         if ood != "none" and self.ood is not None:
             flags, reasons = self.ood.check(base, ranges_only=ood == "ranges")
             out["ood"] = flags
@@ -517,26 +491,6 @@ class CascadeBlend:
         }
 
 
-def score_target(
-    y: pd.DataFrame, predicted: pd.DataFrame, column: str
-) -> tuple[dict[str, Any], np.ndarray, np.ndarray] | None:
-    """Metrics of ``predicted[column]`` (and its interval) against the measured rows of ``y``,
-    with the truth and the mask of measured rows; None when ``y`` has none."""
-    if column not in y.columns:
-        return None
-    truth = y[column].to_numpy(dtype=np.float64)
-    keep = np.isfinite(truth) & (truth > 0)
-    if keep.sum() == 0:
-        return None
-    metrics = regression_metrics(
-        truth[keep],
-        predicted[column].to_numpy()[keep],
-        predicted[column + "_low"].to_numpy()[keep],
-        predicted[column + "_high"].to_numpy()[keep],
-    )
-    return metrics, truth, keep
-
-
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:
     """``[1, log FLOPs, log params, log bytes moved]``: the log-linear trend the trees refine."""
     flops, params, weights, activations = (x[:, i] for i in index)
@@ -558,14 +512,6 @@ def _matrix(x: pd.DataFrame, names: list[str]) -> np.ndarray:
         bad = [n for n, ok in zip(names, np.isfinite(matrix).all(axis=0), strict=True) if not ok]
         raise PredictorError(f"feature columns with NaN or infinite values: {', '.join(bad)}")
     return matrix
-
-
-def _folds(labels: np.ndarray, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    labels = _mergeable(labels, n_folds)
-    if len(np.unique(labels)) > 1:
-        splitter: Any = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-        return list(splitter.split(np.zeros(len(labels)), labels))
-    return list(KFold(n_splits=n_folds, shuffle=True, random_state=seed).split(labels))
 
 
 def _blend_weights(oof: np.ndarray, y: np.ndarray) -> np.ndarray:

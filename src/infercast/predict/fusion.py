@@ -19,6 +19,7 @@ PyTorch eager (``torch-cpu``, ``torch-cuda``) fuses nothing: one kernel per op.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,16 +47,27 @@ _ORT = {
 }
 
 
+def _ort_rules(settings: dict[str, Any]) -> FusionRules:
+    level = settings.get("opt_level", "all")
+    if level not in _ORT:
+        raise ValueError(f"opt_level={level!r}: ONNX Runtime levels are {', '.join(_ORT)}")
+    return _ORT[level]
+
+
+# backend-name prefix → its rules from the platform settings; a new backend family is one line here
+RULES_BY_BACKEND: dict[str, Callable[[dict[str, Any]], FusionRules]] = {
+    "ort-": _ort_rules,
+    "torch-": lambda settings: FusionRules(),  # eager PyTorch runs every op as its own kernel
+}
+
+
 def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRules:
-    settings = settings or {}
-    if backend.startswith("ort-"):
-        level = settings.get("opt_level", "all")
-        if level not in _ORT:
-            raise ValueError(f"opt_level={level!r}: ONNX Runtime levels are {', '.join(_ORT)}")
-        return _ORT[level]
-    if backend.startswith("torch-"):
-        return FusionRules()
-    raise ValueError(f"no fusion rules for backend {backend!r} (known: ort-*, torch-*)")
+    """The kernels ``backend`` (with its ``settings``) makes of a graph's ops."""
+    for prefix, rules in RULES_BY_BACKEND.items():
+        if backend.startswith(prefix):
+            return rules(settings or {})
+    known = ", ".join(f"{p}*" for p in RULES_BY_BACKEND)
+    raise ValueError(f"no fusion rules for backend {backend!r} (known: {known})")
 
 
 def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:

@@ -1,6 +1,8 @@
 """The learners a blend is made of, each saved in its library's own code-free format.
 
 A new learner is one class here with ``fit / predict / save / load`` and one entry in ``LEARNERS``.
+Each declares ``size_param``: the blend hyper-parameter that sets its number of trees (boosting
+rounds and forests differ by an order of magnitude in what a good size is).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 class Learner(Protocol):
     name: ClassVar[str]
     suffix: ClassVar[str]
+    size_param: ClassVar[str]
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> Learner: ...
 
@@ -25,6 +28,7 @@ class Learner(Protocol):
 class XGBoostLearner:
     name: ClassVar[str] = "xgboost"
     suffix: ClassVar[str] = ".xgb.json"
+    size_param: ClassVar[str] = "n_estimators"
 
     def __init__(self, n_estimators: int = 600, seed: int = 0, n_jobs: int = 2, **params: Any) -> None:
         self.params = {
@@ -67,6 +71,7 @@ class XGBoostLearner:
 class LightGBMLearner:
     name: ClassVar[str] = "lightgbm"
     suffix: ClassVar[str] = ".lgb.txt"
+    size_param: ClassVar[str] = "n_estimators"
 
     def __init__(self, n_estimators: int = 600, seed: int = 0, n_jobs: int = 2, **params: Any) -> None:
         self.params = {
@@ -109,6 +114,7 @@ class LightGBMLearner:
 class ExtraTreesLearner:
     name: ClassVar[str] = "extratrees"
     suffix: ClassVar[str] = ".forest.json"
+    size_param: ClassVar[str] = "forest_estimators"
 
     def __init__(self, n_estimators: int = 300, seed: int = 0, n_jobs: int = 2, **params: Any) -> None:
         self.params = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 
@@ -50,3 +51,23 @@ def _rank(function: Any, truth: np.ndarray, predicted: np.ndarray) -> float:
     if truth.size < 3 or np.ptp(truth) == 0 or np.ptp(predicted) == 0:
         return float("nan")
     return float(function(truth, predicted).statistic)
+
+
+def score_target(
+    y: pd.DataFrame, predicted: pd.DataFrame, column: str
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray] | None:
+    """Metrics of ``predicted[column]`` (and its interval) against the measured rows of ``y``,
+    with the truth and the mask of measured rows; None when ``y`` has none."""
+    if column not in y.columns:
+        return None
+    truth = y[column].to_numpy(dtype=np.float64)
+    keep = np.isfinite(truth) & (truth > 0)
+    if keep.sum() == 0:
+        return None
+    metrics = regression_metrics(
+        truth[keep],
+        predicted[column].to_numpy()[keep],
+        predicted[column + "_low"].to_numpy()[keep],
+        predicted[column + "_high"].to_numpy()[keep],
+    )
+    return metrics, truth, keep

@@ -23,16 +23,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import RidgeCV
 from sklearn.model_selection import GroupKFold
 
 from infercast.graph import OP_GROUPS
-from infercast.graph.ops import is_alias, kind_of
-from infercast.predict.artifact import inside_folder, read_meta, write_meta
+from infercast.predict.artifact import Described, inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
-from infercast.predict.fusion import shape_arithmetic
+from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
 from infercast.predict.metrics import regression_metrics
+from infercast.predict.overhead import OverheadRidge, overhead_features
 
 SHAPE_COLUMNS = (
     "h_in",
@@ -100,78 +99,7 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _overhead_features(table: pd.DataFrame, kernel_ms: np.ndarray) -> pd.DataFrame:
-    """Per model: what decides how far the end-to-end time sits above the sum of its kernels."""
-    work = table.assign(_pred=kernel_ms)
-    grouped = work.groupby("model", sort=False)
-    total = grouped["_pred"].sum()
-    n_kernels = grouped.size()
-    n_ops = grouped["n_ops"].sum()
-    frame = pd.DataFrame(
-        {
-            "log_kernel_ms": np.log(total),
-            "log_n_kernels": np.log(n_kernels),
-            "log_mean_kernel_ms": np.log(total / n_kernels),
-            "absorbed_share": 1 - n_kernels / n_ops,
-            "log_flops": np.log1p(grouped["flops"].sum()),
-            "log_bytes": np.log1p(grouped["bytes"].sum().fillna(0)),
-        }
-    )
-    for group in OP_GROUPS:
-        frame[f"share_{group}"] = (
-            work.assign(_hit=work["op_type"] == group).groupby("model", sort=False)["_hit"].mean()
-        )
-    return frame
-
-
-class _Ridge:
-    """Standardised ridge regression, saved as plain numbers."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self.mean = np.zeros(0)
-        self.scale = np.ones(0)
-        self.coef = np.zeros(0)
-        self.intercept = 0.0
-        self.alpha = 1.0
-
-    def fit(self, x: pd.DataFrame, y: np.ndarray) -> _Ridge:
-        self.names = list(x.columns)
-        matrix = x.to_numpy(dtype=np.float64)
-        self.mean = matrix.mean(axis=0)
-        spread = matrix.std(axis=0)
-        self.scale = np.where(spread > 0, spread, 1.0)
-        model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit((matrix - self.mean) / self.scale, y)
-        self.coef, self.intercept, self.alpha = model.coef_, float(model.intercept_), float(model.alpha_)
-        return self
-
-    def predict(self, x: pd.DataFrame) -> np.ndarray:
-        matrix = x[self.names].to_numpy(dtype=np.float64)
-        return (matrix - self.mean) / self.scale @ self.coef + self.intercept
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "names": self.names,
-            "mean": self.mean.tolist(),
-            "scale": self.scale.tolist(),
-            "coef": self.coef.tolist(),
-            "intercept": self.intercept,
-            "alpha": self.alpha,
-        }
-
-    @classmethod
-    def from_dict(cls, saved: dict[str, Any]) -> _Ridge:
-        ridge = cls()
-        ridge.names = list(saved["names"])
-        ridge.mean = np.asarray(saved["mean"], dtype=np.float64)
-        ridge.scale = np.asarray(saved["scale"], dtype=np.float64)
-        ridge.coef = np.asarray(saved["coef"], dtype=np.float64)
-        ridge.intercept = float(saved["intercept"])
-        ridge.alpha = float(saved.get("alpha", 1.0))
-        return ridge
-
-
-class OpWise:
+class OpWise(Described):
     """Kernel-level latency regressors + a learned overhead model (``fit(ops, e2e)``).
 
     ``ops``: an op table (docs/formats.md) with ``latency_ms`` per op or kernel; ``e2e``: ``model,
@@ -203,7 +131,7 @@ class OpWise:
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
         self.models: dict[str, XGBoostLearner] = {}
-        self.overhead: _Ridge | None = None
+        self.overhead: OverheadRidge | None = None
         self.interval_q = float("nan")
         self.ranges: dict[str, dict[str, list[float]]] = {}
         self.overhead_ranges: dict[str, list[float]] = {}
@@ -259,18 +187,16 @@ class OpWise:
         for train, held in GroupKFold(n_splits=folds).split(table, groups=table["model"]):
             fold_models = self._fit_kernels(table.iloc[train])
             oof_kernel[held] = self._predict_kernels(table.iloc[held], fold_models)
-        features = _overhead_features(table, oof_kernel).loc[models]
+        features = overhead_features(table, oof_kernel).loc[models]
         gap = np.log(truth) - features["log_kernel_ms"].to_numpy()
         oof_gap = np.zeros(len(models))
         order = np.arange(len(models))
         for fold in range(folds):
             held = order % folds == fold
             if (~held).sum() >= 2:
-                oof_gap[held] = _Ridge().fit(features[~held], gap[~held]).predict(features[held])
-        residual = np.abs(gap - oof_gap)
-        level = min(1.0, math.ceil((len(models) + 1) * self.interval) / len(models))
-        self.interval_q = float(np.quantile(residual, level))
-        self.overhead = _Ridge().fit(features, gap)
+                oof_gap[held] = OverheadRidge().fit(features[~held], gap[~held]).predict(features[held])
+        self.interval_q = conformal_quantile(gap - oof_gap, self.interval)
+        self.overhead = OverheadRidge().fit(features, gap)
         self.models = self._fit_kernels(table)
         self.ranges = {
             str(t): {
@@ -303,12 +229,10 @@ class OpWise:
             raise PredictorError("this OpWise is not fitted: call fit() or load a predictor directory")
         table = kernels(ops)
         kernel_ms = self._predict_kernels(table, self.models)
-        features = _overhead_features(table, kernel_ms)
+        features = overhead_features(table, kernel_ms)
         log_pred = features["log_kernel_ms"].to_numpy() + self.overhead.predict(features)
         out = pd.DataFrame(index=features.index)
-        out["latency_ms"] = np.exp(log_pred)
-        out["latency_ms_low"] = np.exp(log_pred - self.interval_q)
-        out["latency_ms_high"] = np.exp(log_pred + self.interval_q)
+        put_interval(out, "latency_ms", log_pred, self.interval_q)
         out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
         reasons = [self._ood_reason(table[table["model"] == m], features.loc[m]) for m in features.index]
         out["ood"] = [bool(r) for r in reasons]
@@ -394,7 +318,7 @@ class OpWise:
         }
         if _POOLED not in opwise.models:
             raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
-        opwise.overhead = _Ridge.from_dict(saved["overhead"])
+        opwise.overhead = OverheadRidge.from_dict(saved["overhead"])
         opwise.interval_q = float(saved["interval_q"])
         opwise.ranges = saved["ranges"]
         opwise.overhead_ranges = saved["overhead_ranges"]
@@ -425,34 +349,3 @@ def _e2e_table(e2e: pd.DataFrame) -> pd.Series:
     frame = pd.Series(values.to_numpy(), index=e2e["model"].astype(str)).dropna()
     frame = frame[frame > 0]
     return frame.groupby(level=0).last()
-
-
-def store_tables(
-    store: Any, platform_id: str, latency_stat: str = "low_ms"
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Op and end-to-end tables of a store's profiled configs on one platform (model = config id).
-
-    Each stored op row is one executed kernel; rows that computed nothing of the original graph
-    (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
-    string. With no op profiles on the platform the op table is empty."""
-    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
-    measured = store.measurements(platform_id)
-    measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
-    e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]}).reset_index(
-        drop=True
-    )
-    ops = store.op_measurements()
-    if ops.empty or not (ops["platform_id"] == platform_id).any():
-        return pd.DataFrame(columns=columns), e2e
-    ops = ops[ops["platform_id"] == platform_id]
-    computes = ops["fused_ops"].map(
-        lambda f: isinstance(f, list) and not all(is_alias(kind_of(o)) for o in f) and not shape_arithmetic(f)
-    )
-    ops = ops[computes].copy()
-    # keep one profile per config (the latest measurement), as for the end-to-end table
-    latest = ops.groupby("config_id")["measurement_id"].transform("max")
-    ops = ops[ops["measurement_id"] == latest]
-    ops["model"] = ops["config_id"]
-    ops["n_ops"] = ops["fused_ops"].map(len)
-    ops["kernel"] = ops["kernel"].astype(str)
-    return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e

@@ -1,6 +1,6 @@
 """The report's figures: each a function of a DataFrame that returns a matplotlib Figure.
 
-A new figure is one function here and one entry in ``report.SECTIONS``.
+A new figure is one function here and one ``Section`` in ``report.build_report``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def noise(frame: pd.DataFrame) -> Figure:
     ``low_ms`` where a config was measured in more than one campaign."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     width = (frame["ci_high_ms"] - frame["ci_low_ms"]) / 2 / frame["median_ms"] * 100
-    axes[0].hist(width.clip(upper=width.quantile(0.99)), bins=40)
+    # rounded to 0.001 %: values equal but for float noise would leave no room for the bins
+    axes[0].hist(width.clip(upper=width.quantile(0.99)).round(3), bins=40)
     axes[0].set(
         xlabel="95 % CI half-width of the median (%)", ylabel="configs", title="within-campaign noise"
     )
@@ -112,7 +113,7 @@ def noise(frame: pd.DataFrame) -> Figure:
         spread = repeats.groupby(["platform_id", "config_id"])["low_ms"].agg(
             lambda v: (v.max() - v.min()) / v.min() * 100
         )
-        axes[1].hist(spread, bins=30, color="tab:orange")
+        axes[1].hist(spread.round(3), bins=30, color="tab:orange")
         axes[1].set(xlabel="|Δ low_ms| between campaigns (%)", ylabel="configs", title="re-measurement noise")
     else:
         axes[1].text(0.5, 0.5, "no config measured twice", ha="center", va="center")

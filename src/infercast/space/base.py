@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError
+from infercast.tables import to_python
 
 
 class SpaceError(InfercastError):
@@ -230,6 +231,26 @@ class Space(ABC):
         frame["model"] = models
         frame["id"] = [hashlib.sha1(m.encode()).hexdigest()[:16] for m in models]
         return frame
+
+    def config_rows(
+        self, configs: pd.DataFrame, features: pd.DataFrame | None = None
+    ) -> list[dict[str, Any]]:
+        """The store's config rows (``id``, ``model``, ``space``, ``params``, ``features``) of
+        configs with ``model`` and ``id`` columns; ``features`` if already computed (same rows)."""
+        configs = configs.reset_index(drop=True)
+        features = self.features(configs) if features is None else features.reset_index(drop=True)
+        names = [p.name for p in self.params]
+        columns = list(features.columns)
+        return [
+            {
+                "id": row["id"],
+                "model": row["model"],
+                "space": self.string_name,
+                "params": {k: to_python(row[k]) for k in names},
+                "features": dict(zip(columns, map(float, values), strict=True)),
+            }
+            for (_, row), values in zip(configs.iterrows(), features.to_numpy(), strict=True)
+        ]
 
     # --- networks ----------------------------------------------------------------------------
     @abstractmethod

@@ -82,9 +82,6 @@ class Backend(ABC):
     def open(self, prepared: Any, input_shape: tuple[int, ...]) -> Session:
         """A session over what ``prepare`` returned, with an input of ``input_shape``."""
 
-    def load(self, model: LoadedModel) -> Session:
-        return self.open(self.prepare(model), model.input_shape)
-
     def spec(self) -> dict[str, Any]:
         """What a worker process needs to rebuild this backend."""
         return {"name": self.name, **{k: v for k, v in self.settings.items() if k != "device"}}

@@ -1,25 +1,36 @@
-"""Energy sensors: one file each. ``detect(device)`` picks the one this host really has."""
+"""Energy sensors: one file each, registered in ``SENSORS``. ``detect(device)`` picks the one this
+host really has for the device; a new sensor is one file and one entry there."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from infercast.measure.sensors.base import EnergyReading, EnergySensor, NoSensor
-from infercast.measure.sensors.nvml import NvmlSensor, NvmlUnavailable
-from infercast.measure.sensors.rapl import POWERCAP, RaplSensor, RaplUnavailable
+from infercast.measure.sensors.base import EnergyReading, EnergySensor, NoSensor, SensorUnavailable
+from infercast.measure.sensors.nvml import NvmlSensor
+from infercast.measure.sensors.rapl import POWERCAP, RaplSensor
 
-__all__ = ["EnergyReading", "EnergySensor", "NoSensor", "NvmlSensor", "RaplSensor", "detect"]
+# asked in order: the first that serves the device is opened
+SENSORS: tuple[type[EnergySensor], ...] = (NvmlSensor, RaplSensor)
+
+__all__ = [
+    "SENSORS",
+    "EnergyReading",
+    "EnergySensor",
+    "NoSensor",
+    "NvmlSensor",
+    "RaplSensor",
+    "SensorUnavailable",
+    "detect",
+]
 
 
 def detect(device: str = "cpu", powercap: Path | str = POWERCAP) -> EnergySensor:
-    """NVML for ``cuda[:N]``, RAPL for ``cpu``; otherwise :class:`NoSensor` saying why."""
-    if device.startswith("cuda"):
-        index = int(device.partition(":")[2] or 0)
-        try:
-            return NvmlSensor(index)
-        except NvmlUnavailable as error:
-            return NoSensor(f"no energy sensor on this host: {error}")
-    try:
-        return RaplSensor(powercap)
-    except RaplUnavailable as error:
-        return NoSensor(f"no energy sensor on this host: {error}")
+    """The registered sensor that serves ``device`` (NVML for ``cuda[:N]``, RAPL for the host);
+    otherwise :class:`NoSensor` saying why."""
+    for sensor in SENSORS:
+        if sensor.serves(device):
+            try:
+                return sensor.for_device(device, powercap=powercap)
+            except SensorUnavailable as error:
+                return NoSensor(f"no energy sensor on this host: {error}")
+    return NoSensor(f"no energy sensor on this host: none of {[s.__name__ for s in SENSORS]} serves {device}")

@@ -27,11 +27,29 @@ class EnergyReading:
         return None if self.joules is None or iterations <= 0 else self.joules / iterations
 
 
+class SensorUnavailable(Exception):
+    """The sensor cannot be read on this host; the message says why."""
+
+
 class EnergySensor(ABC):
-    """``snapshot()`` at the start and end of a window; ``energy(start, end)`` in joules."""
+    """``snapshot()`` at the start and end of a window; ``energy(start, end)`` in joules.
+
+    A sensor class says which devices it serves (``serves``) and opens itself for one
+    (``for_device``, raising :class:`SensorUnavailable` with the reason); ``sensors.detect`` asks
+    the registered classes in order."""
 
     name: str
     min_window_s: float  # shorter windows than this give no figure
+
+    @classmethod
+    def serves(cls, device: str) -> bool:
+        """Whether this sensor measures energy for ``device`` ("cpu", "cuda:0", …)."""
+        return False
+
+    @classmethod
+    def for_device(cls, device: str, **options: Any) -> EnergySensor:
+        """The sensor for ``device``; ``options`` point it elsewhere (a replayed trace, say)."""
+        raise SensorUnavailable(f"{cls.__name__} cannot be opened for {device}")
 
     @abstractmethod
     def snapshot(self) -> Any:

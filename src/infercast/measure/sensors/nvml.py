@@ -16,10 +16,11 @@ import time
 from types import ModuleType
 from typing import Any
 
-from infercast.measure.sensors.base import EnergySensor
+from infercast.measure.sensors.base import EnergySensor, SensorUnavailable
+from infercast.units import millijoules_to_joules, milliwatts_to_watts
 
 
-class NvmlUnavailable(Exception):
+class NvmlUnavailable(SensorUnavailable):
     """NVML or the device cannot be used; the message says why."""
 
 
@@ -35,6 +36,14 @@ class NvmlSensor(EnergySensor):
     """``nvml`` is the pynvml module; tests pass a replay of a recorded trace with the same API."""
 
     min_window_s = 1.0
+
+    @classmethod
+    def serves(cls, device: str) -> bool:
+        return device.startswith("cuda")
+
+    @classmethod
+    def for_device(cls, device: str, **options: Any) -> NvmlSensor:
+        return cls(int(device.partition(":")[2] or 0))
 
     def __init__(self, device_index: int = 0, nvml: Any = None, sample_period_s: float = 0.01) -> None:
         self.nvml = nvml if nvml is not None else _load_nvml()
@@ -63,7 +72,7 @@ class NvmlSensor(EnergySensor):
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            watts = self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000.0
+            watts = milliwatts_to_watts(self.nvml.nvmlDeviceGetPowerUsage(self.handle))
             with self._lock:
                 self._samples.append((time.monotonic(), watts))
             self._stop.wait(self.sample_period_s)
@@ -75,7 +84,7 @@ class NvmlSensor(EnergySensor):
 
     def joules_between(self, start: Any, end: Any) -> float:
         if self.counter:
-            return (end - start) / 1000.0  # a 64-bit millijoule counter: no wrap in practice
+            return millijoules_to_joules(end - start)  # a 64-bit counter: no wrap in practice
         with self._lock:
             window = [(t, w) for t, w in self._samples if start <= t <= end]
         return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in itertools.pairwise(window))

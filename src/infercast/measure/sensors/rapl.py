@@ -9,19 +9,29 @@ period, minutes at full load), so at most one wrap lies between two snapshots.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from infercast.measure.sensors.base import EnergySensor
+from infercast.measure.sensors.base import EnergySensor, SensorUnavailable
+from infercast.units import microjoules_to_joules
 
 POWERCAP = Path("/sys/class/powercap")
 
 
-class RaplUnavailable(Exception):
+class RaplUnavailable(SensorUnavailable):
     """No readable RAPL zone; the message says why."""
 
 
 class RaplSensor(EnergySensor):
     name = "rapl"
     min_window_s = 0.05  # the counters update about every millisecond
+
+    @classmethod
+    def serves(cls, device: str) -> bool:
+        return not device.startswith("cuda")  # the host's package energy
+
+    @classmethod
+    def for_device(cls, device: str, **options: Any) -> RaplSensor:
+        return cls(options.get("powercap", POWERCAP))
 
     def __init__(self, root: Path | str = POWERCAP) -> None:
         root = Path(root)
@@ -53,4 +63,4 @@ class RaplSensor(EnergySensor):
         total_uj = 0
         for (_, wrap), before, after in zip(self.zones, start, end, strict=True):
             total_uj += after - before if after >= before else after + (wrap - before) + 1
-        return total_uj / 1e6
+        return microjoules_to_joules(total_uj)
