@@ -10,7 +10,7 @@ from infercast import capture, load_model
 from infercast.errors import CaptureError, InputShapeError
 
 from .conftest import onnx_export, requires_pytorchcv
-from .test_graph_zoo import matmul_flops, reference_flops
+from .helpers import matmul_flops, reference_flops
 
 
 class ShapeBranching(nn.Module):

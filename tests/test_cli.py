@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from torch import nn
 
 from .conftest import requires_pytorchcv
-
-
-def infercast(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infercast", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+from .helpers import infercast
 
 
 @pytest.fixture(scope="module")

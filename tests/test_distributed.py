@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_predict import E2E_SPACE
-from .test_profile import FAST
+from .helpers import E2E_SPACE, FAST, infercast
 
 if os.environ.get("CI"):
     import ray  # noqa: F401  (under CI Ray must be there: `make test` installs the extra)
@@ -181,8 +180,6 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
     from infercast.predict import CascadeBlend
     from infercast.screen import Budgets, from_space, stage_one
 
-    from .test_cli import infercast
-
     db = cluster.folder / "killed-node.db"
     with sqlite3.connect(db) as con:
         [platform] = con.execute("SELECT id FROM platforms WHERE settings LIKE '%kind-a%'").fetchone()
@@ -213,7 +210,6 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
 
 
 def test_clear_errors_before_any_cluster_is_touched(tmp_path: Path) -> None:
-    from .test_cli import infercast
 
     db = str(tmp_path / "runs.db")
     base = ["profile", "--space", "carb-resnet", "--n", "2", "--db", db]

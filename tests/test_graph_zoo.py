@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from infercast import capture, load_model
-from infercast.graph import ops
 
 from .conftest import requires_pytorchcv
+from .helpers import matmul_flops, reference_flops
 
 PYTORCHCV_MODELS = [
     "resnet18",
@@ -36,16 +34,6 @@ PYTORCHCV_MODELS = [
     "darknet_tiny",
     "vgg11",
 ]
-
-
-def matmul_flops(graph) -> int:
-    return sum(n.flops for n in graph.nodes if n.kind in ops.CONV_KINDS | ops.MATMUL_KINDS)
-
-
-def reference_flops(module: torch.nn.Module, shape: tuple[int, ...]) -> int:
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        module(torch.randn(shape))
-    return counter.get_total_flops()
 
 
 def check_against_pytorch(spec: str) -> None:

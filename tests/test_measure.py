@@ -10,6 +10,7 @@ import pytest
 from infercast.measure import MeasureError, Protocol, measure
 from infercast.measure import backends as backend_registry
 from infercast.measure.protocol import summarize
+from infercast.measure.sensors import NoSensor, detect
 
 MODELS = Path(__file__).with_name("measure_models.py")
 FAST = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=8, cap_s=1.0, timeout_s=60, group=3)
@@ -29,8 +30,11 @@ def test_measures_a_real_model(backend: str) -> None:
     assert result["peak_memory_bytes"] > 0
     expected = {"ort-cpu": "heap bytes the session holds", "torch-cpu": "torch.profiler running sum"}[backend]
     assert result["peak_memory_definition"].startswith(expected)
-    if result["energy_j"] is None:  # this host has no sensor: the reason is stored, no number
-        assert result["energy_reason"].startswith("no energy sensor on this host")
+    sensor = detect("cpu")
+    if isinstance(sensor, NoSensor):  # the reason is stored, never a number
+        assert result["energy_j"] is None and result["energy_reason"] == sensor.reason
+    else:  # a host with RAPL: a positive figure per inference, from that sensor
+        assert result["energy_j"] > 0 and result["energy_sensor"] == sensor.name
 
 
 def test_failures_are_recorded_and_the_rest_goes_on() -> None:

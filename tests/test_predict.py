@@ -1,7 +1,7 @@
 """Predictors: the cascade blend, the op-wise route, baselines, artifacts and OOD flags.
 
 Learning tests use real analytic features of design-space configs with targets from a known law
-(stated in ``_law``), so what a correct learner must reach is known; the end-to-end test at the
+(stated in ``helpers.cost_law``), so what a correct learner must reach is known; the end-to-end test at the
 bottom profiles real models into a real store and runs the CLI on it.
 """
 
@@ -30,20 +30,7 @@ from infercast.predict.data import feature_frame
 from infercast.predict.forest import ArrayForest
 from infercast.predict.opwise import OpWise, kernels
 
-SMALL = {"n_estimators": 120, "forest_estimators": 60, "n_folds": 4}
-
-
-def _law(x: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-    """Latency: FLOPs at 40 GFLOP/s plus 25 µs per op; memory: weights + twice the activation
-    peak; each with 2 % log-normal noise, as re-measurement noise would add."""
-    latency = x["flops"] / 40e6 + 0.025 * x["n_ops"]
-    memory = (x["weight_bytes"] + 2 * x["peak_activation_bytes"]) / 1e6
-    return pd.DataFrame(
-        {
-            "latency_ms": latency * np.exp(rng.normal(0, 0.02, len(x))),
-            "peak_memory_mb": memory * np.exp(rng.normal(0, 0.02, len(x))),
-        }
-    )
+from .helpers import E2E_SPACE, FAST, SMALL, cost_law, infercast
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +39,7 @@ def table() -> tuple[pd.DataFrame, pd.DataFrame]:
     configs = family.sample(1500, seed=3, stratified=True)
     configs = configs[(configs["batch"] <= 16) & (configs["input_size"] <= 128)].reset_index(drop=True)
     x = feature_frame(family.features(configs), {"threads": 1})
-    return x, _law(x, np.random.default_rng(0))
+    return x, cost_law(x, np.random.default_rng(0))
 
 
 @pytest.fixture(scope="module")
@@ -290,7 +277,6 @@ def test_op_table_errors_name_the_problem() -> None:
 
 
 def test_train_ops_and_predict_ops_from_csv_with_missing_columns(tmp_path: Path) -> None:
-    from .test_cli import infercast
 
     ops, e2e = _op_tables(30, 4)
     ops = ops.drop(columns=["kernel_size", "stride"])  # e.g. a runtime that reports neither
@@ -328,23 +314,8 @@ def test_train_ops_and_predict_ops_from_csv_with_missing_columns(tmp_path: Path)
 
 # -- end to end on a real store -----------------------------------------------------------------
 
-E2E_SPACE = """
-name: e2e-resnets
-family: carb-resnet
-params:
-  block: [basic]
-  depth: [8, 10, 12, 14]
-  width: [0.1, 0.25, 0.4]
-  early_downsample: [true]
-  input_size: [32]
-  batch: [1, 2]
-  precision: [fp32]
-"""
-
 
 def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
-    from .test_cli import infercast
-    from .test_profile import FAST
 
     (tmp_path / "space.yaml").write_text(E2E_SPACE)
     db, out = str(tmp_path / "runs.db"), str(tmp_path / "predictor")
@@ -397,8 +368,6 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_measure_into_a_store_resumes(tmp_path: Path) -> None:
-    from .test_cli import infercast
-    from .test_profile import FAST
 
     factory = tmp_path / "nets.py"
     factory.write_text(

@@ -14,6 +14,8 @@ import pytest
 
 from infercast.store import Store
 
+from .helpers import FAST
+
 TINY_SPACE = """
 name: tiny-resnets
 family: carb-resnet
@@ -26,7 +28,6 @@ params:
   batch: [1, 2]
   precision: [fp32]
 """
-FAST = ["--round-s", "0.05", "--min-rounds", "3", "--cap-s", "0.5", "--group", "2", "--no-energy"]
 
 
 @pytest.fixture

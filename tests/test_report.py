@@ -1,11 +1,109 @@
-"""The HTML report: refuses what it cannot make; embeds its figures (the demo test builds one)."""
+"""The HTML report: what it contains (sections, decodable figures, numbers that match the store) and
+what it refuses. The store is real SQLite, filled with real analytic features of design-space
+configs and latencies from a known law, so every figure the report prints can be checked."""
 
 from __future__ import annotations
 
+import base64
+import re
+import struct
+
+import numpy as np
 import pytest
 
+from infercast import api, space
+from infercast.predict import CascadeBlend
 from infercast.report import ReportError, build_report
-from infercast.store import Store
+from infercast.store import Measurement, Platform, Store
+
+from .helpers import SMALL, cost_law
+
+PLATFORM = Platform("ort-cpu", {"threads": 1, "opt_level": "all"}, {"cpu": "report-test", "cores": 2})
+REASON = "no energy sensor on this host: no RAPL package zone"
+
+
+def _measurement(config_id: str, latency_ms: float, memory_mb: float, width: float) -> Measurement:
+    samples = [latency_ms * f for f in (1.0, 1.02, 0.99, 1.01)]
+    return Measurement(
+        config_id=config_id,
+        n=4,
+        median_ms=latency_ms * 1.005,
+        mean_ms=latency_ms * 1.005,
+        low_ms=latency_ms,
+        p10_ms=latency_ms * 0.99,
+        p90_ms=latency_ms * 1.02,
+        p99_ms=latency_ms * 1.02,
+        ci_low_ms=latency_ms * (1.005 - width),
+        ci_high_ms=latency_ms * (1.005 + width),
+        cv=0.01,
+        cap_hit=False,
+        samples=samples,
+        peak_memory_bytes=int(memory_mb * 1e6),
+        peak_memory_definition="test",
+        energy_reason=REASON,
+    )
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("report")
+    carb = space.get("carb-resnet")
+    configs = carb.sample(40, seed=3, stratified=True).drop_duplicates("id", ignore_index=True)
+    rows = carb.config_rows(configs)
+    targets = cost_law(carb.features(configs), np.random.default_rng(0))
+    db = folder / "runs.db"
+    with Store(db) as s:
+        platform_id = s.add_platform(PLATFORM)
+        s.add_configs(rows)
+        for i, (row, (_, t)) in enumerate(zip(rows, targets.iterrows(), strict=True)):
+            first = _measurement(row["id"], t["latency_ms"], t["peak_memory_mb"], 0.005 + 0.001 * i)
+            s.add_measurement(platform_id, "first", first)
+            if i < 5:  # re-measured 3 % slower in a later campaign
+                again = _measurement(row["id"], t["latency_ms"] * 1.03, t["peak_memory_mb"], 0.01)
+                s.add_measurement(platform_id, "second", again)
+    latencies = targets["latency_ms"].tolist() + (targets["latency_ms"][:5] * 1.03).tolist()
+    return {"folder": folder, "db": db, "n_configs": len(rows), "latencies": latencies}
+
+
+def _sections(page: str) -> list[str]:
+    return re.findall(r"<h2>(.*?)</h2>", page)
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_report_sections_figures_and_numbers_match_the_store(store) -> None:
+    out = build_report(store["db"], store["folder"] / "report.html", transfer=False)
+    page = out.read_text()
+    assert _sections(page) == ["How the costs scale", "Depth", "Memory composition", "Measurement noise"]
+    embedded = [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
+    on_disk = sorted((store["folder"] / "report_figures").glob("*.png"))
+    assert [p.name[:3] for p in on_disk] == ["01-", "02-", "03-", "04-"]
+    assert embedded == [p.read_bytes() for p in on_disk]
+    assert all(w > 300 and h > 200 for w, h in map(_png_size, embedded))
+    n = store["n_configs"] + 5
+    assert (
+        f"<th>measurements</th><td>{n:,} ({store['n_configs']:,} configs, 1 platform(s), 2 campaign(s))"
+        in (page)
+    )
+    low, high = min(store["latencies"]), max(store["latencies"])
+    assert f"<td>{low:.3g} – {high:.3g} ms</td>" in page
+    assert f"<th>energy</th><td>{REASON}</td>" in page
+    assert "Energy vs latency" not in page  # no energy was measured: no energy figure
+
+
+def test_report_with_a_predictor_scores_only_configs_it_never_saw(store) -> None:
+    predictor = store["folder"] / "predictor"
+    trained = api.train(store["db"], predictor, opwise=False, blend=CascadeBlend(**SMALL), test_size=0.25)
+    out = build_report(store["db"], store["folder"] / "with-predictor.html", predictor, transfer=False)
+    page = out.read_text()
+    assert _sections(page)[-1] == "Predictor accuracy"
+    assert f"{trained['n_test']:,} configs the predictor never trained on" in page
+    r2 = trained["test_metrics"]["latency"]["r2"]
+    assert f"<th>latency</th><td>R² {r2:.4f}," in page
 
 
 def test_report_needs_measurements_and_an_html_path(tmp_path) -> None:

@@ -17,7 +17,7 @@ from infercast.predict import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.screen.pareto import crowding_distance, first_front, shortlist
 
-from .test_predict import SMALL, _law
+from .helpers import SMALL, cost_law, infercast
 
 PLATFORM = {
     "id": "test-platform",
@@ -44,7 +44,7 @@ def predictor(tmp_path_factory) -> tuple[CascadeBlend, Path]:
     family = space.get("carb-resnet")
     configs = family.sample(800, seed=5, stratified=True)
     x = feature_frame(family.features(configs), {"threads": 1})
-    blend = CascadeBlend(**SMALL).fit(x, _law(x, np.random.default_rng(1)))
+    blend = CascadeBlend(**SMALL).fit(x, cost_law(x, np.random.default_rng(1)))
     folder = tmp_path_factory.mktemp("screen") / "predictor"
     blend.save(folder, {"platform": PLATFORM, "training": {"models": ["space:carb-resnet"]}})
     return CascadeBlend.load(folder), folder
@@ -143,7 +143,6 @@ def test_a_predictor_for_another_space_or_platform_is_refused(predictor) -> None
 
 
 def test_cli_screen_json_and_errors(predictor, tmp_path) -> None:
-    from .test_cli import infercast
 
     _, folder = predictor
     args = [

@@ -127,13 +127,34 @@ def test_nvml_without_energy_counter_integrates_power() -> None:
     assert reading.joules == pytest.approx(150.0 * (end - start), rel=0.03)
 
 
-def test_no_gpu_means_no_sensor_with_a_reason() -> None:
+def test_detect_opens_nvml_for_a_gpu_when_nvml_answers(monkeypatch) -> None:
+    from infercast.measure.sensors import nvml
+
+    monkeypatch.setattr(nvml, "_load_nvml", lambda: ReplayNvml(read_trace("nvml_counter.csv")))
+    sensor = detect("cuda:1")
+    assert isinstance(sensor, NvmlSensor) and sensor.name == "nvml" and sensor.handle == 1
+    sensor.close()
+
+
+def test_detect_says_why_when_nvml_cannot_open_the_gpu(monkeypatch) -> None:
+    class Broken(ReplayNvml):
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    from infercast.measure.sensors import nvml
+
+    monkeypatch.setattr(nvml, "_load_nvml", lambda: Broken(None))
     sensor = detect("cuda:0")
-    if isinstance(sensor, NoSensor):
-        assert "no energy sensor on this host" in sensor.reason
-    else:  # a machine with a GPU and NVML
-        assert sensor.name.startswith("nvml")
-        sensor.close()
+    assert isinstance(sensor, NoSensor)
+    assert sensor.reason == (
+        "no energy sensor on this host: NVML could not open GPU 0: NVML Shared Library Not Found"
+    )
+
+
+def test_detect_reads_rapl_for_the_host(tmp_path) -> None:
+    powercap_tree(tmp_path, 1000)
+    sensor = detect("cpu", powercap=tmp_path)
+    assert isinstance(sensor, RaplSensor) and [z.name for z, _ in sensor.zones] == ["energy_uj"]
 
 
 def test_nvml_unavailable_is_reported() -> None:

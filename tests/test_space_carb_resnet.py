@@ -90,7 +90,7 @@ def test_precision_builds_in_that_dtype(space) -> None:
 def test_cli_sample_writes_configs_with_features(tmp_path) -> None:
     import pandas as pd
 
-    from .test_cli import infercast
+    from .helpers import infercast
 
     out = tmp_path / "configs.parquet"
     result = infercast(

@@ -70,7 +70,7 @@ def test_bad_yaml_names_the_key(tmp_path, text: str, message: str) -> None:
 
 
 def test_cli_reports_yaml_errors_with_exit_2(tmp_path) -> None:
-    from .test_cli import infercast
+    from .helpers import infercast
 
     path = write(tmp_path, "name: x\nfamily: carb-resnet\nparams:\n  width: [9.0]\n")
     result = infercast("space", "show", path)

@@ -160,7 +160,7 @@ def _repo_root():
 
 
 def test_cli_export_and_refusal(tmp_path) -> None:
-    from .test_cli import infercast
+    from .helpers import infercast
 
     path = tmp_path / "runs.db"
     with Store(path) as store:

@@ -13,9 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from .test_cli import infercast
-from .test_predict import E2E_SPACE
-from .test_profile import FAST
+from .helpers import E2E_SPACE, FAST, infercast
 
 CONFIG = "space:carb-resnet?batch=1&block=basic&depth=12&early_downsample=1&input_size=32&width=0.25"
 # the end-to-end space of test_predict at two input sizes: 48 configs
