@@ -19,13 +19,14 @@ import numpy as np
 import pandas as pd
 
 from infercast.datasets import resolve_platform, store_tables, training_data
-from infercast.predict.adapt import Adapted, select_configs
+from infercast.paths import check_output_dir
+from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
 from infercast.predict.artifact import PlatformInfo
 from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import stratified_split
-from infercast.predict.opwise import OpWise
+from infercast.predict.opwise import OpWise, check_e2e_table, check_op_table
 from infercast.store import Store
 from infercast.tables import read_table
 
@@ -47,7 +48,8 @@ def train(
     """Train on a store's measurements of one platform, hold out ``test_size`` (stratified by batch
     × depth tier), score the held-out configs, and write the predictor directory ``out``."""
     tell = progress or (lambda message: None)
-    with Store(db) as store:
+    check_output_dir(out)
+    with Store(db, readonly=True) as store:
         data = training_data(store, platform, latency_stat, campaigns)
         ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
     if len(data.x) < 12:
@@ -125,23 +127,20 @@ def predict_models(
     models: list[str],
     input_shape: str | None = None,
     batch_size: int | None = None,
+    timeout_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Predict model strings (any the loader takes): per model latency_ms, energy_j (or None with
     the reason), peak_memory_mb, their intervals, ``ood`` with its reason, and the op-wise latency
-    where the predictor has one."""
+    where the predictor has one. A model running user code must load within ``timeout_s``."""
     from infercast.features import features
-    from infercast.graph import capture
-    from infercast.models import load_model
+    from infercast.models.guarded import capture_model
     from infercast.predict.fusion import kernel_table, rules_for
 
     blend = _predictor(folder)
     opwise = _opwise(folder)
     platform = blend.info.platform
     settings = platform.settings
-    graphs = []
-    for model in models:
-        loaded = load_model(model, input_shape, batch_size)
-        graphs.append(capture(loaded))
+    graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
 
     x = feature_frame([features(g) for g in graphs], settings)
     predicted = blend.predict(x)
@@ -186,7 +185,7 @@ def evaluate(
     baselines (and the op-wise predictor where there is one and the store has op profiles)."""
     blend = _predictor(folder)
     info = blend.info
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         chosen = resolve_platform(store, platform or info.platform.id)
         data = training_data(store, chosen["id"], info.latency_stat, campaigns)
         ops, e2e = store_tables(store, chosen["id"], info.latency_stat)
@@ -217,9 +216,10 @@ def train_ops(
 ) -> dict[str, Any]:
     """The table route: train an ``OpWise`` from op and end-to-end tables (docs/formats.md),
     holding out ``test_size`` of the models to report accuracy, and save it to ``out``."""
+    check_output_dir(out)
     ops, e2e = read_table(ops_path), read_table(e2e_path)
-    if "latency_ms" not in ops.columns:
-        raise PredictorError(f"{ops_path}: the op table needs a latency_ms column to train on")
+    check_op_table(ops, training=True, name=str(ops_path))
+    check_e2e_table(e2e, name=str(e2e_path))
     models = sorted(set(ops["model"].astype(str)) & set(e2e["model"].astype(str)))
     if len(models) < 3:
         raise PredictorError(f"only {len(models)} models appear in both tables; train-ops needs 3 or more")
@@ -243,8 +243,9 @@ def train_ops(
 
 def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]]:
     """Predict every model of an op table (latencies, if present, are ignored)."""
-    model = OpWise.load(folder)
     table = read_table(ops_path)
+    check_op_table(table, name=str(ops_path))
+    model = OpWise.load(folder)
     predicted = model.predict(table.drop(columns=["latency_ms"], errors="ignore"))
     return [
         {
@@ -290,9 +291,11 @@ def adapt(
     """Few-shot adaptation: choose ``k`` of the target platform's measured configs (``selection``),
     fit an ``Adapted`` predictor on them, score it on the rest next to the unadapted sources, and
     write it to ``out`` (self-contained: the sources are copied in)."""
+    _check_selection(selection, k)
+    check_output_dir(out)
     model = Adapted.from_folders(sources, seed=seed)
     stat = model.sources[0].info.latency_stat
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         chosen = _target_platform(store, platform, model)
         data = training_data(store, chosen["id"], stat, campaigns)
     if len(data.x) < k:
@@ -331,11 +334,24 @@ def adapt(
     }
 
 
+def _check_selection(selection: str, k: int) -> None:
+    if selection not in SELECTIONS:
+        raise PredictorError(f"--selection {selection!r}: choose among {', '.join(SELECTIONS)}")
+    if k < 1:
+        raise PredictorError(f"--k {k}: adapt from at least one measured config")
+
+
 def suggest(
-    sources: list[str | Path], space_name: str, k: int = 10, pool: int = 5000, seed: int = 0
+    sources: list[str | Path],
+    space_name: str,
+    k: int = 10,
+    pool: int = 5000,
+    seed: int = 0,
+    selection: str = "spread",
 ) -> list[str]:
     """The ``k`` configs of a design space worth measuring on a new device before ``adapt``:
-    spread over the sources' predictions among ``pool`` sampled ones."""
+    spread over the sources' predictions among ``pool`` sampled ones (or drawn at random)."""
+    _check_selection(selection, k)
     from infercast.space import get as get_space
 
     model = Adapted.from_folders(sources, seed=seed)
@@ -343,5 +359,5 @@ def suggest(
     configs = chosen.sample(pool, seed=seed)
     settings = model.sources[0].info.platform.settings
     x = feature_frame(chosen.features(configs), settings)
-    picked = select_configs(model.sources, x, k, "spread", seed)
+    picked = select_configs(model.sources, x, k, selection, seed)
     return configs["model"].iloc[picked].tolist()

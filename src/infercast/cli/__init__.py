@@ -7,6 +7,7 @@ Every command has ``--json``. Errors a user can fix print one line on stderr and
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infercast.errors import InfercastError
+from infercast.tables import to_python
 
 app = typer.Typer(
     name="infercast",
@@ -53,8 +55,25 @@ def run_guarded(action: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: a number that is not finite (a metric of one row, an unbounded
+    margin) is written as null, never as the non-standard ``NaN`` / ``Infinity``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """Standard JSON on stdout (``json.loads`` and ``jq`` read it)."""
+
+    def plain(value: Any) -> Any:
+        return _finite(to_python(value, strict=True))
+
+    sys.stdout.write(json.dumps(_finite(data), indent=2, allow_nan=False, default=plain) + "\n")
 
 
 def human_count(value: float, unit: str = "") -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from infercast.cli import app, console, print_json, run_guarded
+from infercast.paths import check_output_file
 
 db_app = typer.Typer(help="The measurement store (a SQLite file).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -19,12 +20,11 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Write every measurement (joined with its config) to Parquet or CSV."""
-    from infercast.store import Store, StoreError
+    from infercast.store import Store
 
     def body() -> dict[str, object]:
-        if not db.exists():
-            raise StoreError(f"store file not found: {db}")
-        with Store(db) as store:
+        check_output_file(out, (".parquet", ".csv"))
+        with Store(db, readonly=True) as store:
             rows = len(store.measurements())
             store.export(out)
         return {"db": str(db), "out": str(out), "measurements": rows}

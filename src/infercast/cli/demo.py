@@ -75,9 +75,6 @@ def demo(
     """Profile this CPU, train the predictors, predict real networks, screen a million, validate, report."""
     from infercast.demo import run_demo
 
-    if not 1 <= zoo <= 5:
-        raise typer.BadParameter("--zoo must be between 1 and 5")
-
     def progress(step: str, figures: dict[str, Any]) -> None:
         if step == "profile-progress":
             status.update(f"profiling: {figures['measured']} of {figures['target']} configs measured")

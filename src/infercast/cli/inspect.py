@@ -17,16 +17,18 @@ def inspect(
     ),
     batch_size: int | None = typer.Option(None, "--batch-size", help="override the input's first dimension"),
     ops: bool = typer.Option(False, "--ops", help="also print the per-node table"),
+    timeout_s: float = typer.Option(
+        180.0, "--timeout-s", help="a model running your code (file.py:factory) must load within this"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the stable JSON document instead of tables"),
 ) -> None:
     """Capture MODEL into an operator graph and print its FLOPs, parameters and memory."""
     from infercast.features import describe
-    from infercast.graph import capture
-    from infercast.models import load_model
+    from infercast.models.guarded import capture_model
 
     def body() -> dict[str, Any]:
-        loaded = load_model(model, input_shape, batch_size)
-        return describe(capture(loaded), loaded.source)
+        graph, source = capture_model(model, input_shape, batch_size, timeout_s)
+        return describe(graph, source)
 
     doc = run_guarded(body)
     if as_json:

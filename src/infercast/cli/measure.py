@@ -62,7 +62,9 @@ def measure(
 ) -> None:
     """Measure latency, peak memory and energy of MODELS on this machine, each in its own process.
 
-    With --db the results are stored too, and models the campaign already holds are not re-measured."""
+    With --db the results are stored too, and models the campaign already holds are not re-measured.
+    Exit code 0 when every model was measured, 1 when any failed (each failure is in the output),
+    2 when the request itself is refused."""
     from infercast.measure import measure as run_measure
 
     def body() -> list[dict[str, Any]]:
@@ -83,9 +85,10 @@ def measure(
             )
 
     results = run_guarded(body)
+    failed = any("failure" in r for r in results)
     if as_json:
         print_json(results)
-        return
+        raise typer.Exit(1 if failed else 0)
     table = Table(title=f"measured on {backend} ({threads} thread{'s' if threads > 1 else ''})")
     for column in ("model", "low ms", "median ms", "95% CI", "CV", "n", "peak memory", "energy / inference"):
         table.add_column(column, justify="left" if column == "model" else "right")
@@ -109,6 +112,8 @@ def measure(
     reasons = {r["energy_reason"] for r in results if r.get("energy_reason")}
     for reason in reasons:
         console.print(f"energy: {reason}")
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -102,12 +102,15 @@ def predict(
     predictor: Path = typer.Option(..., "--predictor", help="predictor directory (from infercast train)"),
     input_shape: str | None = typer.Option(None, "--input-shape", help="e.g. 1x3x224x224"),
     batch_size: int | None = typer.Option(None, "--batch-size"),
+    timeout_s: float = typer.Option(
+        180.0, "--timeout-s", help="a model running your code (file.py:factory) must load within this"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Predict latency, energy and peak memory of MODELS on the predictor's platform."""
     from infercast.api import predict_models
 
-    results = run_guarded(lambda: predict_models(predictor, models, input_shape, batch_size))
+    results = run_guarded(lambda: predict_models(predictor, models, input_shape, batch_size, timeout_s))
     if as_json:
         print_json(results)
         return
@@ -249,7 +252,9 @@ def adapt(
     from infercast.api import suggest
 
     if plan is not None:
-        models = run_guarded(lambda: suggest([str(p) for p in predictor], plan, k, seed=seed))
+        models = run_guarded(
+            lambda: suggest([str(p) for p in predictor], plan, k, seed=seed, selection=selection)
+        )
         if as_json:
             print_json(models)
             return

@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.paths import check_output_file
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "flops", "params")
 
@@ -26,13 +27,26 @@ def _parse_weights(text: str | None) -> dict[str, float] | None:
     return weights
 
 
+def _count(text: str) -> int:
+    """``--n``: a whole number, also written as 1e8 or 1_000_000."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise ValueError(f"--n {text!r} is not a number of candidates (e.g. 1000000 or 1e6)") from None
+    if not value.is_integer() or value < 1:
+        raise ValueError(f"--n {text}: a whole number of candidates, at least 1")
+    return int(value)
+
+
 @app.command()
 def screen(
     predictor: Path = typer.Option(
         ..., "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
     ),
     space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
-    n: int = typer.Option(1_000_000, "--n", help="candidates to sample from the space"),
+    n_text: str = typer.Option(
+        "1000000", "--n", help="candidates to sample from the space, e.g. 1000000 or 1e8 (streamed in chunks)"
+    ),
     seed: int = typer.Option(0, "--seed"),
     configs: Path | None = typer.Option(
         None, "--configs", help="Parquet / CSV of configs of --space instead"
@@ -64,6 +78,9 @@ def screen(
         None, "--ray", help="Ray cluster address: sample, featurise and filter --space on its nodes"
     ),
     shards: int | None = typer.Option(None, "--shards", help="with --ray: stage-1 tasks (default 2 per CPU)"),
+    timeout_s: float = typer.Option(
+        180.0, "--timeout-s", help="a --model running your code (file.py:factory) must load within this"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Screen design candidates against latency / memory / energy budgets; keep a Pareto shortlist."""
@@ -71,6 +88,9 @@ def screen(
     from infercast.predict import CascadeBlend
 
     def body() -> dict[str, Any]:
+        n = _count(n_text)
+        if out is not None:
+            check_output_file(out, (".parquet", ".csv"))
         sources = sum(x is not None and x != [] for x in (configs, models)) + (
             space is not None and configs is None
         )
@@ -89,7 +109,7 @@ def screen(
         if ray_address is not None:
             candidates = None
         elif models:
-            candidates = screening.from_models(list(models))
+            candidates = screening.from_models(list(models), timeout_s)
         elif configs is not None:
             candidates = screening.from_configs(configs, space or "")
         else:

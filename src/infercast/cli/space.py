@@ -78,9 +78,12 @@ def sample(
     import pandas as pd
 
     from infercast import space
+    from infercast.paths import check_output_file
     from infercast.tables import write_table
 
     def body() -> pd.DataFrame:
+        if out is not None:
+            check_output_file(out, (".parquet", ".csv"))
         chosen = space.get(name)
         frame = chosen.sample(n, seed, stratified)
         if with_features:

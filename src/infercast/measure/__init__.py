@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from infercast.errors import InfercastError
 from infercast.measure import backends
 from infercast.measure.backends.base import Backend, MeasureError
 from infercast.measure.campaign import Campaign
@@ -25,6 +26,8 @@ from infercast.measure.engine import Engine, Item
 from infercast.measure.platform import fingerprint
 from infercast.measure.protocol import Protocol
 from infercast.measure.sensors import NoSensor, detect
+from infercast.paths import check_store_file
+from infercast.resources import check_fits
 from infercast.store import Measurement, Platform, Store
 from infercast.tables import to_python
 
@@ -84,13 +87,19 @@ def measure(
         items = [Item(str(i), model, input_shape) for i, model in enumerate(models)]
         Engine(chosen, protocol, energy_sensor(chosen, energy), op_runs=op_runs).run(items, keep, fail)
         return [results[item.key] for item in items]
-    rows = model_configs(models, input_shape)
+    check_store_file(db)
+    rows, unusable = model_configs(models, input_shape, (protocol or Protocol()).timeout_s)
     run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail)
     with Store(db) as store:
         stored = store.measurements(platform_of(chosen).id)
     stored = stored[stored["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
     out = []
-    for row in rows:
+    described = iter(rows)
+    for model in models:
+        if model in unusable:
+            out.append({"model": model, **unusable[model]})
+            continue
+        row = next(described)
         if row["id"] in results:
             out.append(results[row["id"]])
         elif row["id"] in stored.index:
@@ -101,28 +110,38 @@ def measure(
     return out
 
 
-def model_configs(models: list[str], input_shape: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
+def model_configs(
+    models: list[str], input_shape: tuple[int, ...] | None = None, timeout_s: float | None = None
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
     """Store rows for model strings: a stable id from the string and input shape, the analytic
-    features, and the input shape the worker must build the model at."""
+    features, and the input shape the worker must build the model at; and, for each model that
+    could not be loaded and captured (a model running user code gets ``timeout_s``), its failure
+    (``failure`` kind and ``reason``), as a measurement failure would be reported."""
     from infercast.features import features
-    from infercast.graph import capture
-    from infercast.models import load_model
+    from infercast.models.guarded import LoadTimeout, capture_model
 
-    rows = []
+    rows, unusable = [], {}
     for model in models:
-        loaded = load_model(model, input_shape)
-        graph = capture(loaded)
+        try:
+            graph, _ = capture_model(model, input_shape, timeout_s=timeout_s)
+        except LoadTimeout as error:
+            unusable[model] = {"failure": "timeout", "reason": str(error)}
+            continue
+        except InfercastError as error:
+            unusable[model] = {"failure": "error", "reason": str(error)}
+            continue
+        shape = list(graph.input_shape)
         rows.append(
             {
-                "id": hashlib.sha1(f"{model}|{list(loaded.input_shape)}".encode()).hexdigest()[:16],
+                "id": hashlib.sha1(f"{model}|{shape}".encode()).hexdigest()[:16],
                 "model": model,
                 "space": None,
-                "params": {"input_shape": list(loaded.input_shape)},
+                "params": {"input_shape": shape},
                 "features": features(graph),
-                "input_shape": tuple(loaded.input_shape),
+                "input_shape": tuple(shape),
             }
         )
-    return rows
+    return rows, unusable
 
 
 def _stored_figures(record: Any) -> dict[str, Any]:
@@ -172,6 +191,8 @@ def campaign_rows(
     if limit is not None and limit < 1:
         raise MeasureError(f"limit={limit!r}: measure at least one config (or leave it out)")
     chosen = get(space)
+    # a campaign holds each config's row (parameters and ~40 features) until it is stored
+    check_fits(f"profiling {chosen.name}", n if limit is None else min(n, limit), 6_000, " configs")
     # a small space sampled with replacement repeats configs: each is measured once
     configs = chosen.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
     name = f"{chosen.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"
@@ -194,6 +215,7 @@ def run_campaign(
     """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
     campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
     After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them."""
+    check_store_file(db)
     widths: list[float] = []
     tell = progress or (lambda event, state: None)
     with Store(db) as store:

@@ -1,7 +1,12 @@
-"""What to screen: sampled design-space configs, a table of configs, or model strings."""
+"""What to screen: sampled design-space configs, a table of configs, or model strings.
+
+A sample larger than one chunk is never held whole: it is drawn chunk by chunk as stage 1 reads
+it (each chunk from its own seed, derived from the sample's), so memory is bounded by one chunk
+plus the survivors, not by ``n``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,30 +17,63 @@ import pandas as pd
 from infercast.features import FEATURE_NAMES
 from infercast.screen.request import ScreenError
 
+CHUNK = 250_000
+# what one candidate that survives stage 1 holds (its parameters, fast predictions, violation):
+# the bound on a streamed sample when every candidate survives
+SURVIVOR_BYTES = 200
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The seed of one chunk (or cluster shard) of a sample drawn with ``seed``."""
+    return int(np.random.SeedSequence([seed, chunk]).generate_state(1)[0])
+
 
 @dataclass
 class Candidates:
-    """What to screen: design-space configs (``space`` set) or model strings (features given)."""
+    """What to screen: design-space configs (``space`` set) or model strings (features given).
+
+    ``count`` without ``seed``: candidates generated elsewhere (on a cluster), only their number.
+    ``count`` with ``seed``: a sample of ``space`` drawn chunk by chunk (``chunks``)."""
 
     configs: pd.DataFrame
     space: Any = None
     features: pd.DataFrame | None = None
     source: str = ""
-    count: int | None = None  # candidates generated elsewhere (on a cluster): only their number
+    count: int | None = None
+    seed: int | None = None
 
     def __len__(self) -> int:
         return len(self.configs) if self.count is None else self.count
 
+    def chunks(self, size: int = CHUNK) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+        """``(start, configs, features)`` of consecutive chunks of at most ``size`` candidates."""
+        for number, start in enumerate(range(0, len(self), size)):
+            if self.seed is not None:
+                configs = self.space.sample(
+                    min(size, len(self) - start), seed=chunk_seed(self.seed, number), ids=False
+                )
+            else:
+                configs = self.configs.iloc[start : start + size].reset_index(drop=True)
+            if self.space is not None:
+                features = self.space.features(configs)
+            else:
+                features = self.features.iloc[start : start + size].reset_index(drop=True)
+            yield start, configs, features
+
 
 def from_space(name: str, n: int, seed: int = 0) -> Candidates:
+    """``n`` configs sampled from a space; above one chunk they are drawn as stage 1 reads them."""
+    from infercast.resources import check_fits
     from infercast.space import get
 
     chosen = get(name)
     if n < 1:
         raise ScreenError(f"--n={n} must be at least 1")
-    return Candidates(
-        chosen.sample(n, seed=seed, ids=False), chosen, source=f"{chosen.name} (n={n}, seed={seed})"
-    )
+    source = f"{chosen.name} (n={n:,}, seed={seed})"
+    if n <= CHUNK:
+        return Candidates(chosen.sample(n, seed=seed, ids=False), chosen, source=source)
+    check_fits(f"screening {chosen.name}", n, SURVIVOR_BYTES, " candidates (if all survived stage 1)")
+    return Candidates(pd.DataFrame(), chosen, source=source, count=n, seed=seed)
 
 
 def from_configs(path: str | Path, space_name: str) -> Candidates:
@@ -56,16 +94,13 @@ def from_configs(path: str | Path, space_name: str) -> Candidates:
     return Candidates(frame, chosen, source=str(path))
 
 
-def from_models(models: list[str]) -> Candidates:
-    """Model strings of any kind; each is captured once here (slow next to a space, but exact)."""
+def from_models(models: list[str], timeout_s: float | None = None) -> Candidates:
+    """Model strings of any kind; each is captured once here (slow next to a space, but exact). A
+    model running user code must load within ``timeout_s``."""
     from infercast.features import features
-    from infercast.graph import capture
-    from infercast.models import load_model
+    from infercast.models.guarded import capture_model
 
-    rows = []
-    for model in models:
-        loaded = load_model(model)
-        rows.append(features(capture(loaded)))
+    rows = [features(capture_model(model, timeout_s=timeout_s)[0]) for model in models]
     configs = pd.DataFrame({"model": models, "id": models})
     return Candidates(
         configs, None, pd.DataFrame(rows)[list(FEATURE_NAMES)], source=f"{len(models)} model strings"

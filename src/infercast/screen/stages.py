@@ -16,11 +16,9 @@ import pandas as pd
 from infercast.features import FEATURE_NAMES
 from infercast.predict import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
-from infercast.screen.candidates import Candidates
+from infercast.screen.candidates import CHUNK, Candidates
 from infercast.screen.pareto import shortlist as pareto_shortlist
 from infercast.screen.request import Budgets, ScreenError, check_request
-
-CHUNK = 250_000
 
 Progress = Callable[[str, int, int], None]
 
@@ -85,12 +83,7 @@ def stage_one(
     removed = dict.fromkeys(active, 0)
     survivors, nearest = [], []
     total = len(candidates)
-    for start in range(0, total, CHUNK):
-        chunk = candidates.configs.iloc[start : start + CHUNK]
-        if candidates.space is not None:
-            features = candidates.space.features(chunk)
-        else:
-            features = candidates.features.iloc[start : start + CHUNK].reset_index(drop=True)
+    for start, chunk, features in candidates.chunks(CHUNK):
         fast = predictor.predict_fast(_inputs(features, predictor).to_numpy(dtype=np.float32))
         keep = np.ones(len(chunk), dtype=bool)
         worst = np.zeros(len(chunk))

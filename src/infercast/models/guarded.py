@@ -1,0 +1,91 @@
+"""Capturing a model whose loading runs the user's own code (``file.py:factory``) under a deadline.
+
+A factory may sleep, spin or wait on a lock forever; in the caller's process that would hang the
+command with no output. Such a model is loaded and captured in a spawned process that is killed
+when ``timeout_s`` runs out; the caller gets one clear error instead. Zoo builders, ONNX files and
+design-space strings run no user code and are captured in-process (no start-up cost).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from infercast.errors import InfercastError, ModelLoadError
+from infercast.graph import Graph, capture
+from infercast.models import load_model
+
+_USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")
+
+
+class LoadTimeout(ModelLoadError):
+    """Loading a model took longer than its deadline; the process that ran it was killed."""
+
+
+def runs_user_code(model: Any) -> bool:
+    """Whether loading ``model`` executes code from the user's files."""
+    return isinstance(model, str) and bool(_USER_CODE.match(model.strip()))
+
+
+def capture_model(
+    model: Any,
+    input_shape: tuple[int, ...] | str | None = None,
+    batch_size: int | None = None,
+    timeout_s: float | None = None,
+) -> tuple[Graph, str]:
+    """Load and capture ``model`` (any the loader takes): its graph and its source (zoo, onnx, …).
+
+    With ``timeout_s``, a model that runs user code is loaded in a separate process and refused
+    with :class:`LoadTimeout` when it is not captured in time."""
+    if timeout_s is None or not runs_user_code(model):
+        loaded = load_model(model, input_shape, batch_size)
+        return capture(loaded), loaded.source
+    if timeout_s <= 0:
+        raise ValueError(f"--timeout-s={timeout_s!r} must be positive")
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_capture_in_child, args=(sender, model, input_shape, batch_size), daemon=True
+    )
+    process.start()
+    sender.close()
+    try:
+        if not receiver.poll(timeout_s):
+            raise LoadTimeout(
+                f"{model}: loading and capturing did not finish within {timeout_s:g} s (--timeout-s); "
+                "the process running it was stopped"
+            )
+        try:
+            reply = receiver.recv()
+        except EOFError:
+            process.join(timeout=5)
+            raise ModelLoadError(
+                f"{model}: the process loading it died (exit code {process.exitcode})"
+            ) from None
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=5)
+        receiver.close()
+    status, *rest = reply
+    if status == "ok":
+        return rest[0], rest[1]
+    message, details = rest
+    if status == "user":
+        raise ModelLoadError(message)
+    raise RuntimeError(f"{message}\n{details}")
+
+
+def _capture_in_child(conn: Connection, model: str, input_shape: Any, batch_size: int | None) -> None:
+    try:
+        loaded = load_model(model, input_shape, batch_size)
+        conn.send(("ok", capture(loaded), loaded.source))
+    except (InfercastError, ValueError) as error:
+        conn.send(("user", str(error), ""))
+    except Exception as error:
+        conn.send(("bug", f"{model}: {type(error).__name__}: {error}", traceback.format_exc()))
+    finally:
+        conn.close()
