@@ -6,6 +6,7 @@ store (configs measured before are not measured again).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,27 @@ ZOO = (
 ZOO_SHAPE = (1, 3, 128, 128)
 
 Progress = Callable[[str, dict[str, Any]], None]
+MIN_CONFIGS = 12  # what `train` needs
+
+
+def _check_request(
+    folder: str | Path, minutes: float, configs: int, zoo: int, candidates: int, shortlist: int
+) -> None:
+    """Refuse a demo that cannot run as asked before anything is created or measured."""
+    from infercast.errors import InfercastError
+    from infercast.paths import check_output_dir
+
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise InfercastError(f"--minutes {minutes}: the time budget must be a positive number of minutes")
+    if configs < MIN_CONFIGS:
+        raise InfercastError(
+            f"--configs {configs}: the predictors need at least {MIN_CONFIGS} profiled configs"
+        )
+    if not 1 <= zoo <= len(ZOO):
+        raise InfercastError(f"--zoo {zoo}: between 1 and {len(ZOO)} real networks")
+    if candidates < 1 or shortlist < 1:
+        raise InfercastError(f"--candidates {candidates} and --shortlist {shortlist} must be at least 1")
+    check_output_dir(folder)
 
 
 def run_demo(
@@ -56,6 +78,7 @@ def run_demo(
     from infercast.store import Store
     from infercast.units import bytes_to_mb
 
+    _check_request(folder, minutes, configs, zoo, candidates, shortlist)
     tell = progress or (lambda step, figures: None)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from infercast.distributed.cluster import connected
 from infercast.screen import Budgets, Candidates, ScreenError, ScreenResult, screen, stage_one
+from infercast.screen.candidates import chunk_seed as shard_seed
 
 _LOADED: dict[str, Any] = {}
 
@@ -84,10 +85,6 @@ def _shard(
         if "_index" in frame.columns:
             frame["_index"] += offset
     return kept, report, closest
-
-
-def shard_seed(seed: int, shard: int) -> int:
-    return int(np.random.SeedSequence([seed, shard]).generate_state(1)[0])
 
 
 def screen_on_ray(

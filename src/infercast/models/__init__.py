@@ -15,6 +15,7 @@ architecture, not on trained values.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,20 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
         raise InputShapeError(f"input shape {text!r} is not a list of integers such as 1x3x224x224") from None
     if not shape or any(d <= 0 for d in shape):
         raise InputShapeError(f"input shape {text!r} must have positive dimensions, e.g. 1x3x224x224")
+    check_input_fits(shape)
     return shape
+
+
+def check_input_fits(shape: tuple[int, ...]) -> None:
+    """Refuse an input whose tensor alone (fp32) cannot fit in this machine's memory."""
+    from infercast.resources import available_memory
+
+    need, free = 4 * math.prod(shape), available_memory()
+    if need > free:
+        raise InputShapeError(
+            f"input shape {'x'.join(map(str, shape))}: the fp32 input tensor alone needs "
+            f"{need / 1e9:,.1f} GB; this machine has {free / 1e9:,.1f} GB available"
+        )
 
 
 def load_model(
@@ -77,6 +91,7 @@ def load_model(
     shape = tuple(input_shape) if input_shape is not None else loaded.input_shape
     if batch_size is not None:
         shape = (batch_size, *shape[1:])
+    check_input_fits(shape)
     loaded.input_shape = shape
     return loaded
 
@@ -113,7 +128,8 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
 
         path, _, factory = spec.rpartition(":")
         return files.load_python_factory(path, factory, input_shape)
+    shown = spec if len(spec) <= 120 else spec[:120] + "…"
     raise ModelLoadError(
-        f"cannot read model string {spec!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
+        f"cannot read model string {shown!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
         "path/to/model.onnx, path/to/file.py:factory or space:NAME?key=value&..."
     )

@@ -10,6 +10,7 @@ import torch
 
 from infercast.errors import ModelLoadError
 from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
+from infercast.paths import check_name_length
 
 
 def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
@@ -18,6 +19,7 @@ def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedMode
     from infercast.graph.onnx_capture import default_input_shape
 
     file = Path(path)
+    check_name_length(file)
     if not file.is_file():
         raise ModelLoadError(f"ONNX file not found: {path}")
     try:
@@ -41,6 +43,7 @@ def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedMode
 
 def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
     file = Path(path)
+    check_name_length(file)
     if not file.is_file():
         raise ModelLoadError(f"Python file not found: {path}")
     module_name = f"infercast_user_{file.stem}_{abs(hash(file.resolve()))}"

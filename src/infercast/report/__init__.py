@@ -24,6 +24,7 @@ import pandas as pd
 
 from infercast.errors import InfercastError
 from infercast.features import FEATURE_NAMES
+from infercast.paths import check_output_file
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 
@@ -59,7 +60,7 @@ class Section:
 
 def measurements_frame(db: str | Path) -> pd.DataFrame:
     """Every measurement with its features as columns and the targets in report units."""
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         frame = store.measurements()
     if frame.empty:
         raise ReportError(f"{db}: no measurements to report on")
@@ -196,6 +197,7 @@ def build_report(
     out = Path(out)
     if out.suffix != ".html":
         raise ReportError(f"--out {out}: the report is an .html file")
+    check_output_file(out)
     frame = measurements_frame(db)
     folder = out.parent / f"{out.stem}_figures"
     folder.mkdir(parents=True, exist_ok=True)
@@ -203,7 +205,7 @@ def build_report(
     # different things on different backends, and their latencies would mix into one cloud)
     main_id = frame["platform_id"].value_counts().index[0]
     main = frame[frame["platform_id"] == main_id]
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         named = {r["id"]: platform_label(r) for r in store.platforms().to_dict("records")}
     on = f" Platform {named.get(main_id, main_id)}" + (
         " (the one measured most)." if frame["platform_id"].nunique() > 1 else "."

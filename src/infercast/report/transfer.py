@@ -54,7 +54,7 @@ def transfer_matrix(
     say = progress or (lambda message: None)
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction={test_fraction!r} must lie strictly between 0 and 1")
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         platforms = store.platforms().to_dict("records")
         data: dict[str, TrainingData] = {p["id"]: training_data(store, p["id"]) for p in platforms}
     counts = pd.Series(np.concatenate([d.config_ids for d in data.values()])).value_counts()

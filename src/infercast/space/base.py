@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError
+from infercast.resources import check_fits
 from infercast.tables import to_python
 
 
@@ -193,7 +194,11 @@ class Space(ABC):
         appears ``n / len(choices)`` times (±1) — the even coverage a profiling campaign wants.
         """
         if n < 0:
-            raise SpaceError(f"n must be non-negative, got {n}")
+            raise SpaceError(f"--n={n}: the number of configurations must not be negative")
+        # measured with tracemalloc on the built-in spaces: per row and parameter, plus the
+        # model string and id of every row when ids are asked for
+        per_row = 70 * len(self.params) + 400 if ids else 12 * len(self.params) + 16
+        check_fits(f"sampling {self.name}", n, per_row, " configs")
         rng = np.random.default_rng(seed)
         frame = pd.DataFrame(self.draw(rng, n, stratified))
         # rows breaking a cross-parameter constraint are drawn again (none in most spaces)

@@ -117,6 +117,19 @@ def _restrict(path: str | Path, param: Param, spec: Any) -> Param:
         if not isinstance(param.choices[0], int | float) or isinstance(param.choices[0], bool):
             raise SpaceError(f"{where}: a range needs a numeric parameter; give a list of choices")
         low, high = bounds.get("min", param.choices[0]), bounds.get("max", param.choices[-1])
+        # a bound beyond the family's values is a typo or a wish the family cannot meet: saying so
+        # beats silently clipping it to the family's range
+        for key, value in (("min", low), ("max", high)):
+            if value < param.choices[0] - 1e-9:
+                raise SpaceError(
+                    f"{where}.{key}={value} is below the family's smallest value ({param.allowed})"
+                )
+            if value > param.choices[-1] + 1e-9:
+                raise SpaceError(
+                    f"{where}.{key}={value} is above the family's largest value ({param.allowed})"
+                )
+        if low > high:
+            raise SpaceError(f"{where}: min={low} is above max={high}")
         step = bounds.get("step")
         if step is not None and step <= 0:
             raise SpaceError(f"{where}.step must be positive, got {step}")

@@ -133,13 +133,33 @@ class Measurement:
 
 
 class Store:
-    """``Store(path)`` opens (or creates) a store file; use as a context manager or ``close()``."""
+    """``Store(path)`` opens (or creates) a store file; use as a context manager or ``close()``.
 
-    def __init__(self, path: str | Path) -> None:
+    ``Store(path, readonly=True)`` is for commands that only read: it never creates, migrates or
+    writes the file, and leaves no ``-wal`` / ``-shm`` file beside it that was not there."""
+
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
         self.path = Path(path)
-        exists = self.path.exists() and self.path.stat().st_size > 0
+        self.readonly = readonly
+        exists = self.path.is_file() and self.path.stat().st_size > 0
+        if readonly and not exists:
+            state = "is empty (0 bytes)" if self.path.is_file() else "does not exist"
+            raise StoreError(
+                f"{self.path} {state}: not an infercast store (profile or measure --db into it first); "
+                "nothing was changed"
+            )
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory: name a store file, e.g. {self.path / 'runs.db'}")
         if exists:
             self._check_foreign()
+        elif not self.path.parent.is_dir():
+            raise StoreError(
+                f"cannot create the store {self.path}: the directory {self.path.parent} does not exist "
+                "(create it first)"
+            )
+        if readonly:
+            self.db = sqlite3.connect(self._readonly_uri(), uri=True, timeout=30, isolation_level=None)
+            return
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at each commit point
@@ -152,10 +172,30 @@ class Store:
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self.db.execute("INSERT INTO meta VALUES ('created_by', 'infercast')")
 
+    def _readonly_uri(self) -> str:
+        """A read-only SQLite URI. With no ``-wal`` beside the file (no writer at work, the last one
+        checkpointed) the file is opened ``immutable``: SQLite then creates no ``-wal`` / ``-shm``.
+        While a writer works its ``-wal`` exists and a plain read-only open shares it."""
+        writer_at_work = Path(f"{self.path}-wal").exists()
+        return f"{self.path.resolve().as_uri()}?mode=ro" + ("" if writer_at_work else "&immutable=1")
+
     def _check_foreign(self) -> None:
-        """Refuse, read-only, anything that is not an infercast store of a schema we know."""
+        """Refuse, read-only and leaving nothing beside the file, anything that is not an infercast
+        store of a schema we know."""
+        with self.path.open("rb") as handle:
+            header = handle.read(100)
+        if header[:16] != b"SQLite format 3\x00":
+            raise StoreError(f"{self.path} is not a SQLite database (no SQLite header); nothing was changed")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if len(header) < 100 or self.path.stat().st_size < page_size * pages:
+            raise StoreError(
+                f"{self.path} is truncated ({self.path.stat().st_size:,} bytes, its header says "
+                f"{page_size * pages:,}): a damaged copy; nothing was changed"
+            )
         try:
-            probe = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            probe = sqlite3.connect(self._readonly_uri(), uri=True)
             try:
                 tables = {
                     row[0] for row in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -164,16 +204,25 @@ class Store:
                 if "meta" in tables:
                     row = probe.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
                     version = row[0] if row else None
+                if tables >= _TABLES:
+                    probe.execute("SELECT count(*) FROM measurements").fetchone()
             finally:
                 probe.close()
         except sqlite3.DatabaseError as error:
-            raise StoreError(f"{self.path} is not a SQLite database ({error}); nothing was changed") from None
+            raise StoreError(
+                f"{self.path} is not a readable SQLite database ({error}: damaged or truncated); "
+                "nothing was changed"
+            ) from None
         if not tables >= _TABLES or version is None:
             raise StoreError(f"{self.path} is a SQLite file but not an infercast store; nothing was changed")
+        if not str(version).isdigit():
+            raise StoreError(
+                f"{self.path}: store schema version {version!r} is not a number; nothing was changed"
+            )
         if int(version) > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has store schema {version}, newer than this infercast ({SCHEMA_VERSION}): "
-                "upgrade infercast to read it"
+                "upgrade infercast to read it; nothing was changed"
             )
 
     # --- plumbing ---------------------------------------------------------------------------
