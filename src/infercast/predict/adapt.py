@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from infercast.predict.artifact import Described, inside_folder, read_meta, write_meta
+from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
 from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import settings_columns
 from infercast.predict.errors import PredictorError
@@ -376,7 +376,14 @@ class Adapted(Described):
     @classmethod
     def load(cls, folder: str | Path) -> Adapted:
         folder = Path(folder)
-        saved = read_meta(folder, cls.kind)
+        saved = read_meta(
+            folder, cls.kind, {"params": dict, "sources": list, "fits": dict, "unavailable": dict}
+        )
+        with damaged_as_error(folder):
+            return cls._from_meta(folder, saved)
+
+    @classmethod
+    def _from_meta(cls, folder: Path, saved: dict[str, Any]) -> Adapted:
         paths = []
         for name in saved["sources"]:
             meta = inside_folder(folder, f"{name}/meta.json")

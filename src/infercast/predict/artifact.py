@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import platform as host
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -61,16 +63,26 @@ def write_meta(folder: Path, kind: str, body: dict[str, Any], metadata: dict[str
     return path
 
 
-def read_meta(folder: str | Path, kind: str | None = None) -> dict[str, Any]:
+def read_meta(
+    folder: str | Path, kind: str | None = None, required: dict[str, type | tuple[type, ...]] | None = None
+) -> dict[str, Any]:
+    """meta.json of a predictor directory, checked: the format, its version, the kind, and the
+    ``required`` keys with their types (a damaged or hand-edited file is refused by name)."""
     folder = Path(folder)
     path = folder / "meta.json"
+    if not folder.is_dir():
+        raise PredictorError(f"{folder}: no such predictor directory (no meta.json)")
     if not path.is_file():
         raise PredictorError(f"{folder}: not a predictor directory (no meta.json)")
     try:
         meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise PredictorError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict):
+        raise PredictorError(
+            f"{path}: not an infercast predictor (a JSON {type(meta).__name__}, not an object)"
+        )
+    if meta.get("format") != FORMAT:
         raise PredictorError(f"{path}: not an infercast predictor (format={meta.get('format')!r})")
     if meta.get("format_version") != FORMAT_VERSION:
         raise PredictorError(
@@ -79,7 +91,33 @@ def read_meta(folder: str | Path, kind: str | None = None) -> dict[str, Any]:
         )
     if kind is not None and meta.get("kind") != kind:
         raise PredictorError(f"{folder}: a {meta.get('kind')!r} predictor, not a {kind!r} one")
+    for key, expected in (required or {}).items():
+        if key not in meta:
+            raise PredictorError(f"{path}: the key {key!r} is missing (a damaged or incomplete predictor)")
+        if not isinstance(meta[key], expected):
+            names = " or ".join(
+                t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,))
+            )
+            raise PredictorError(f"{path}: {key!r} must be a JSON {names}, not {type(meta[key]).__name__}")
     return meta
+
+
+@contextmanager
+def damaged_as_error(folder: Path) -> Iterator[None]:
+    """A meta.json whose parts do not have the shape this infercast wrote (checked key by key by
+    ``read_meta``; deeper entries here) is refused with one message naming it."""
+    try:
+        yield
+    except PredictorError:
+        raise
+    except KeyError as error:
+        raise PredictorError(
+            f"{folder / 'meta.json'}: the entry {error} is missing (a damaged predictor)"
+        ) from None
+    except (TypeError, ValueError, AttributeError, IndexError) as error:
+        raise PredictorError(
+            f"{folder / 'meta.json'}: damaged ({type(error).__name__}: {str(error)[:200]})"
+        ) from None
 
 
 def check_feature_schema(meta: dict[str, Any], folder: Path, names: list[str]) -> None:

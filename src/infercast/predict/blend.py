@@ -38,6 +38,7 @@ from scipy.optimize import nnls
 from infercast.predict.artifact import (
     Described,
     check_feature_schema,
+    damaged_as_error,
     inside_folder,
     read_meta,
     write_meta,
@@ -53,6 +54,14 @@ from infercast.predict.ood import OODDetector
 TARGETS: dict[str, str] = {"memory": "peak_memory_mb", "energy": "energy_j", "latency": "latency_ms"}
 DEFAULT_ORDER: tuple[str, ...] = ("memory", "energy", "latency")
 _TREND_COLUMNS = ("flops", "params", "weight_bytes", "activation_bytes")
+# the keys load reads, with their JSON types (read_meta refuses a meta.json without them)
+_SCHEMA: dict[str, type | tuple[type, ...]] = {
+    "params": dict,
+    "feature_names": list,
+    "depth_edges": list,
+    "stages": dict,
+    "unavailable": dict,
+}
 _BODY_KEYS = {
     "params",
     "feature_names",
@@ -438,7 +447,12 @@ class CascadeBlend(Described):
     def load(cls, folder: str | Path) -> CascadeBlend:
         """Load a predictor directory written by ``save`` (checks format and feature schema)."""
         folder = Path(folder)
-        saved = read_meta(folder, "cascade-blend")
+        saved = read_meta(folder, "cascade-blend", _SCHEMA)
+        with damaged_as_error(folder):
+            return cls._from_meta(folder, saved)
+
+    @classmethod
+    def _from_meta(cls, folder: Path, saved: dict[str, Any]) -> CascadeBlend:
         check_feature_schema(saved, folder, saved["feature_names"])
         params = dict(saved["params"])
         params["order"] = tuple(params["order"])
@@ -451,6 +465,8 @@ class CascadeBlend(Described):
         blend.metadata = {k: v for k, v in saved.items() if k not in _BODY_KEYS}
         for target, stage in saved["stages"].items():
             learners = {}
+            if not isinstance(stage, dict):
+                raise PredictorError(f"{folder / 'meta.json'}: stage {target!r} is not an object")
             for name, filename in stage["files"].items():
                 if name not in LEARNERS:
                     raise PredictorError(f"{folder}: unknown learner {name!r} in meta.json")

@@ -7,10 +7,40 @@ rounds and forests differ by an order of magnitude in what a good size is).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
+
+from infercast.predict.errors import PredictorError
+
+
+@contextmanager
+def native_load(path: Path, kind: str, suffix: str) -> Iterator[None]:
+    """Load one model file: a wrong kind of file, or the library's own error (and whatever its
+    C++ core prints on stderr meanwhile), becomes one ``PredictorError`` naming the file."""
+    if not path.name.endswith(suffix):
+        raise PredictorError(
+            f"{path}: a {kind} model is a {suffix} file; predictor files are never pickles "
+            "(nothing is executed to load one)"
+        )
+    saved, quiet = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 2)
+    try:
+        yield
+    except PredictorError:
+        raise
+    except Exception as error:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        text = text.split("Check failed: ", 1)[-1]
+        raise PredictorError(f"{path}: not a readable {kind} model ({text[:200]})") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(quiet)
 
 
 class Learner(Protocol):
@@ -63,8 +93,9 @@ class XGBoostLearner:
         import xgboost
 
         learner = cls()
-        learner.booster = xgboost.Booster()
-        learner.booster.load_model(str(path))
+        with native_load(path, "XGBoost", cls.suffix):
+            learner.booster = xgboost.Booster()
+            learner.booster.load_model(str(path))
         return learner
 
 
@@ -107,7 +138,8 @@ class LightGBMLearner:
         import lightgbm
 
         learner = cls()
-        learner.booster = lightgbm.Booster(model_file=str(path))
+        with native_load(path, "LightGBM", cls.suffix):
+            learner.booster = lightgbm.Booster(model_file=str(path))
         return learner
 
 
@@ -146,7 +178,8 @@ class ExtraTreesLearner:
         from infercast.predict.forest import ArrayForest
 
         learner = cls()
-        learner.forest = ArrayForest.load(path)
+        with native_load(path, "extremely-randomized-trees", cls.suffix):
+            learner.forest = ArrayForest.load(path)
         return learner
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from infercast.graph import OP_GROUPS
-from infercast.predict.artifact import Described, inside_folder, read_meta, write_meta
+from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
@@ -51,18 +51,52 @@ _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "i
 _POOLED = "pooled"
 
 
+def check_op_table(ops: pd.DataFrame, training: bool = False, name: str = "op table") -> None:
+    """The one validation of an op table (docs/formats.md), for training and for prediction:
+    the required columns (``latency_ms`` too when ``training``), the op-type vocabulary, and
+    numbers where numbers belong. ``name`` (the file) starts every message."""
+    required = (*REQUIRED_OP_COLUMNS, "latency_ms") if training else REQUIRED_OP_COLUMNS
+    missing = [c for c in required if c not in ops.columns]
+    if missing:
+        raise PredictorError(f"{name} lacks the column(s) {', '.join(missing)} (see docs/formats.md)")
+    if ops.empty:
+        raise PredictorError(f"{name} has no rows")
+    unknown = sorted(set(ops["op_type"].astype(str)) - set(OP_GROUPS))
+    if unknown:
+        raise PredictorError(
+            f"{name} has op_type values outside the vocabulary: {unknown} (use {list(OP_GROUPS)})"
+        )
+    for column in (*SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"):
+        if column not in ops.columns:
+            continue
+        numbers = pd.to_numeric(ops[column], errors="coerce")
+        bad = numbers.isna() & ops[column].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise PredictorError(
+                f"{name}: column {column}, row {row + 1}: {ops[column].iloc[row]!r} is not a number"
+            )
+
+
+def check_e2e_table(e2e: pd.DataFrame, name: str = "end-to-end table") -> None:
+    """An end-to-end table: ``model`` and a numeric ``latency_ms``."""
+    missing = [c for c in ("model", "latency_ms") if c not in e2e.columns]
+    if missing:
+        raise PredictorError(f"{name} lacks the column(s) {', '.join(missing)}: it needs model, latency_ms")
+    numbers = pd.to_numeric(e2e["latency_ms"], errors="coerce")
+    bad = numbers.isna() & e2e["latency_ms"].notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise PredictorError(
+            f"{name}: latency_ms, row {row + 1}: {e2e['latency_ms'].iloc[row]!r} is not a number"
+        )
+
+
 def kernels(ops: pd.DataFrame) -> pd.DataFrame:
     """Op rows → one row per executed kernel: the main op's shapes (the weighted op, else the
     first one that is not a norm / activation / elementwise op), FLOPs and bytes summed over the
     kernel's ops, ``n_ops`` ops covered, latency summed over the rows that carry one."""
-    missing = [c for c in REQUIRED_OP_COLUMNS if c not in ops.columns]
-    if missing:
-        raise PredictorError(f"op table lacks the column(s) {', '.join(missing)} (see docs/formats.md)")
-    unknown = sorted(set(ops["op_type"].astype(str)) - set(OP_GROUPS))
-    if unknown:
-        raise PredictorError(
-            f"op table has op_type values outside the vocabulary: {unknown} (use {list(OP_GROUPS)})"
-        )
+    check_op_table(ops)
     frame = ops.copy()
     frame["model"] = frame["model"].astype(str)
     frame["op_type"] = frame["op_type"].astype(str)
@@ -307,7 +341,12 @@ class OpWise(Described):
     @classmethod
     def load(cls, folder: str | Path) -> OpWise:
         folder = Path(folder)
-        saved = read_meta(folder, "opwise")
+        saved = read_meta(folder, "opwise", {k: dict for k in ("params", "kernel_models", "overhead")})
+        with damaged_as_error(folder):
+            return cls._from_meta(folder, saved)
+
+    @classmethod
+    def _from_meta(cls, folder: Path, saved: dict[str, Any]) -> OpWise:
         if saved.get("kernel_inputs") != list(_KERNEL_INPUTS):
             raise PredictorError(
                 f"{folder}: kernel features {saved.get('kernel_inputs')} differ from this infercast's"
@@ -340,11 +379,7 @@ _BODY_KEYS = {
 
 
 def _e2e_table(e2e: pd.DataFrame) -> pd.Series:
-    missing = [c for c in ("model", "latency_ms") if c not in e2e.columns]
-    if missing:
-        raise PredictorError(
-            f"end-to-end table lacks the column(s) {', '.join(missing)}: it needs model, latency_ms"
-        )
+    check_e2e_table(e2e)
     values = pd.to_numeric(e2e["latency_ms"], errors="coerce")
     frame = pd.Series(values.to_numpy(), index=e2e["model"].astype(str)).dropna()
     frame = frame[frame > 0]
