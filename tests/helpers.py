@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from infercast import space
 from infercast.graph import ops
+from infercast.store import Measurement, Platform, Store
 
 # measurement options that keep a campaign short where the figures' precision proves nothing
 FAST = ["--round-s", "0.05", "--min-rounds", "3", "--cap-s", "0.5", "--group", "2", "--no-energy"]
@@ -68,3 +71,54 @@ def reference_flops(module: torch.nn.Module, shape: tuple[int, ...]) -> int:
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         module(torch.randn(shape))
     return counter.get_total_flops()
+
+
+SYNTHETIC_PLATFORM = Platform(
+    "ort-cpu", {"threads": 1, "opt_level": "all"}, {"cpu": "synthetic-test-cpu", "cores": 2}
+)
+NO_SENSOR = "no energy sensor on this host: no RAPL package zone"
+
+
+def synthetic_measurement(config_id: str, latency_ms: float, memory_mb: float, width: float) -> Measurement:
+    """A measurement as the engine stores it, with ``low_ms`` = ``latency_ms`` and a 95 % CI
+    half-width of ``width`` (relative)."""
+    return Measurement(
+        config_id=config_id,
+        n=4,
+        median_ms=latency_ms * 1.005,
+        mean_ms=latency_ms * 1.005,
+        low_ms=latency_ms,
+        p10_ms=latency_ms * 0.99,
+        p90_ms=latency_ms * 1.02,
+        p99_ms=latency_ms * 1.02,
+        ci_low_ms=latency_ms * (1.005 - width),
+        ci_high_ms=latency_ms * (1.005 + width),
+        cv=0.01,
+        cap_hit=False,
+        samples=[latency_ms * f for f in (1.0, 1.02, 0.99, 1.01)],
+        peak_memory_bytes=int(memory_mb * 1e6),
+        peak_memory_definition="test",
+        energy_reason=NO_SENSOR,
+    )
+
+
+def synthetic_store(db: Path, n: int = 40, seed: int = 3, repeats: int = 5) -> dict:
+    """A real store of ``n`` sampled carb-resnet configs (their real analytic features) whose
+    measurements follow ``cost_law``: campaign ``first``, and the first ``repeats`` configs again
+    3 % slower in campaign ``second``. Builds in a second, so tests that need a store to read,
+    train on or damage need not profile one."""
+    carb = space.get("carb-resnet")
+    configs = carb.sample(n, seed=seed, stratified=True).drop_duplicates("id", ignore_index=True)
+    rows = carb.config_rows(configs)
+    targets = cost_law(carb.features(configs), np.random.default_rng(0))
+    with Store(db) as store:
+        platform_id = store.add_platform(SYNTHETIC_PLATFORM)
+        store.add_configs(rows)
+        for i, (row, (_, t)) in enumerate(zip(rows, targets.iterrows(), strict=True)):
+            first = synthetic_measurement(row["id"], t["latency_ms"], t["peak_memory_mb"], 0.005 + 0.001 * i)
+            store.add_measurement(platform_id, "first", first)
+            if i < repeats:
+                again = synthetic_measurement(row["id"], t["latency_ms"] * 1.03, t["peak_memory_mb"], 0.01)
+                store.add_measurement(platform_id, "second", again)
+    latencies = targets["latency_ms"].tolist() + (targets["latency_ms"][:repeats] * 1.03).tolist()
+    return {"db": db, "platform_id": platform_id, "n_configs": len(rows), "latencies": latencies}

@@ -364,7 +364,9 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     assert set(result["targets"]["latency"]["baselines"]) == {"flops", "loglinear"}
 
     foreign = infercast("evaluate", "--predictor", out, "--db", str(tmp_path / "other.db"))
-    assert foreign.returncode == 2 and "no platform" in foreign.stderr
+    # a store that does not exist is refused, never created by a command that only reads
+    assert foreign.returncode == 2 and "does not exist" in foreign.stderr
+    assert not (tmp_path / "other.db").exists()
 
 
 def test_measure_into_a_store_resumes(tmp_path: Path) -> None:

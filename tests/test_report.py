@@ -8,61 +8,20 @@ import base64
 import re
 import struct
 
-import numpy as np
 import pytest
 
-from infercast import api, space
+from infercast import api
 from infercast.predict import CascadeBlend
 from infercast.report import ReportError, build_report
-from infercast.store import Measurement, Platform, Store
+from infercast.store import Store
 
-from .helpers import SMALL, cost_law
-
-PLATFORM = Platform("ort-cpu", {"threads": 1, "opt_level": "all"}, {"cpu": "report-test", "cores": 2})
-REASON = "no energy sensor on this host: no RAPL package zone"
-
-
-def _measurement(config_id: str, latency_ms: float, memory_mb: float, width: float) -> Measurement:
-    samples = [latency_ms * f for f in (1.0, 1.02, 0.99, 1.01)]
-    return Measurement(
-        config_id=config_id,
-        n=4,
-        median_ms=latency_ms * 1.005,
-        mean_ms=latency_ms * 1.005,
-        low_ms=latency_ms,
-        p10_ms=latency_ms * 0.99,
-        p90_ms=latency_ms * 1.02,
-        p99_ms=latency_ms * 1.02,
-        ci_low_ms=latency_ms * (1.005 - width),
-        ci_high_ms=latency_ms * (1.005 + width),
-        cv=0.01,
-        cap_hit=False,
-        samples=samples,
-        peak_memory_bytes=int(memory_mb * 1e6),
-        peak_memory_definition="test",
-        energy_reason=REASON,
-    )
+from .helpers import NO_SENSOR, SMALL, synthetic_store
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("report")
-    carb = space.get("carb-resnet")
-    configs = carb.sample(40, seed=3, stratified=True).drop_duplicates("id", ignore_index=True)
-    rows = carb.config_rows(configs)
-    targets = cost_law(carb.features(configs), np.random.default_rng(0))
-    db = folder / "runs.db"
-    with Store(db) as s:
-        platform_id = s.add_platform(PLATFORM)
-        s.add_configs(rows)
-        for i, (row, (_, t)) in enumerate(zip(rows, targets.iterrows(), strict=True)):
-            first = _measurement(row["id"], t["latency_ms"], t["peak_memory_mb"], 0.005 + 0.001 * i)
-            s.add_measurement(platform_id, "first", first)
-            if i < 5:  # re-measured 3 % slower in a later campaign
-                again = _measurement(row["id"], t["latency_ms"] * 1.03, t["peak_memory_mb"], 0.01)
-                s.add_measurement(platform_id, "second", again)
-    latencies = targets["latency_ms"].tolist() + (targets["latency_ms"][:5] * 1.03).tolist()
-    return {"folder": folder, "db": db, "n_configs": len(rows), "latencies": latencies}
+    return {"folder": folder, **synthetic_store(folder / "runs.db")}
 
 
 def _sections(page: str) -> list[str]:
@@ -91,7 +50,7 @@ def test_report_sections_figures_and_numbers_match_the_store(store) -> None:
     )
     low, high = min(store["latencies"]), max(store["latencies"])
     assert f"<td>{low:.3g} – {high:.3g} ms</td>" in page
-    assert f"<th>energy</th><td>{REASON}</td>" in page
+    assert f"<th>energy</th><td>{NO_SENSOR}</td>" in page
     assert "Energy vs latency" not in page  # no energy was measured: no energy figure
 
 

@@ -58,7 +58,19 @@ def test_user_space_features_match_capture(tmp_path) -> None:
         ("name: x\nfamily: carb-resnet\nparams:\n  depth: {min: ten}\n", "params.depth.min must be a number"),
         ("name: x\nfamily: carb-resnet\nparams:\n  depth: [eight]\n", "params.depth: 'eight' is a str"),
         ("name: x\nfamily: carb-resnet\nparams:\n  width: [9.0]\n", "params.width: width=9 is outside"),
-        ("name: x\nfamily: carb-resnet\nparams:\n  depth: {min: 300}\n", "selects none of depth's values"),
+        (
+            "name: x\nfamily: carb-resnet\nparams:\n  depth: {min: 300}\n",
+            "min=300 is above the family's largest",
+        ),
+        (
+            "name: x\nfamily: carb-resnet\nparams:\n  depth: {min: 8, max: 5000}\n",
+            "max=5000 is above the family's",
+        ),
+        ("name: x\nfamily: carb-resnet\nparams:\n  width: {min: -1}\n", "min=-1 is below the family's"),
+        (
+            "name: x\nfamily: carb-resnet\nparams:\n  input_size: {min: 33, max: 63}\n",
+            "selects none of input_size's values",
+        ),
         ("name: x\nfamily: carb-resnet\nparams:\n  block: [bottleneck]\n  depth: [10]\n", "no configuration"),
         ("- just\n- a list\n", "the top level must be a mapping"),
         ("name: [unclosed\n", "is not valid YAML"),
