@@ -7,7 +7,7 @@ import torch
 
 requires_pytorchcv = pytest.mark.skipif(
     importlib.util.find_spec("pytorchcv") is None,
-    reason="pytorchcv is not installed (pip install 'infercast[zoo]')",
+    reason="pytorchcv is not installed (pip install -e '.[zoo]' in this checkout)",
 )
 
 

@@ -1,6 +1,11 @@
 """Errors a user can act on. The CLI prints their message on one line and exits with code 2."""
 
 
+def install_hint(extra: str, packages: str) -> str:
+    """How to add an optional extra, in a form that works from PyPI's packages and from a checkout."""
+    return f"pip install {packages} (or, in an infercast checkout, pip install -e '.[{extra}]')"
+
+
 class InfercastError(Exception):
     """Base class: the message says what was wrong and, where possible, what to do."""
 

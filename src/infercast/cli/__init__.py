@@ -37,9 +37,20 @@ T = TypeVar("T")
 MODEL_HELP = "pytorchcv:NAME, timm:NAME, torchvision:NAME, path/to/model.onnx or path/to/file.py:factory"
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from infercast import __version__
+
+        console.print(f"infercast {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     _state["debug"] = debug
 

@@ -1,6 +1,7 @@
 """Ray: profiling campaigns across machines and device kinds, screening beyond one machine.
 
-The only package that imports Ray (an optional extra: ``pip install 'infercast[ray]'``).
+The only package that imports Ray (an optional extra: ``pip install 'ray>=2.40'``, or
+``pip install -e '.[ray]'`` in a checkout).
 
 - ``profile_on_ray(space, n, db, kinds, address, …)``: the campaign ``profile`` would measure,
   on every device kind named; each kind is a custom resource ``device:KIND`` that a node offers

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from infercast.compat import import_torchvision
-from infercast.errors import ModelLoadError
+from infercast.errors import ModelLoadError, install_hint
 from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
 
 _PACKAGES = {"pytorchcv": "pytorchcv", "timm": "timm", "torchvision": "torchvision"}
@@ -59,7 +59,8 @@ def load(zoo: str, name: str, input_shape: tuple[int, ...] | None) -> LoadedMode
 
 def _require(zoo: str) -> None:
     if not available(zoo):
-        raise ModelLoadError(f"{zoo} is not installed: pip install 'infercast[zoo]' (or pip install {zoo})")
+        package = {"pytorchcv": "pytorchcv==0.0.74"}.get(zoo, zoo)
+        raise ModelLoadError(f"{zoo} is not installed: {install_hint('zoo', package)}")
 
 
 def _pytorchcv(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:

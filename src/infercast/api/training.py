@@ -1,0 +1,289 @@
+"""The training workflows: a store (or op tables) → predictor directories, and their scores:
+``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``suggest``.
+
+A predictor directory from ``train`` holds the CARB ``CascadeBlend`` and, when the store has op
+profiles, the ``OpWise`` predictor in ``opwise/``. Both record the platform they were trained on
+and the config ids they saw, so ``evaluate`` scores only configs the predictor never trained on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infercast.api.predicting import load_predictor, opwise_of
+from infercast.datasets import resolve_platform, store_tables, training_data
+from infercast.paths import check_output_dir
+from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
+from infercast.predict.artifact import PlatformInfo
+from infercast.predict.blend import CascadeBlend
+from infercast.predict.data import feature_frame
+from infercast.predict.errors import PredictorError
+from infercast.predict.folds import stratified_split
+from infercast.predict.opwise import OpWise, check_e2e_table, check_op_table
+from infercast.store import Store
+from infercast.tables import read_table
+
+Progress = Callable[[str], None]
+
+
+def train(
+    db: str | Path,
+    out: str | Path,
+    platform: str | None = None,
+    latency_stat: str = "low_ms",
+    test_size: float = 0.2,
+    seed: int = 0,
+    opwise: bool = True,
+    blend: CascadeBlend | None = None,
+    campaigns: list[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Train on a store's measurements of one platform, hold out ``test_size`` (stratified by batch
+    × depth tier), score the held-out configs, and write the predictor directory ``out``."""
+    tell = progress or (lambda message: None)
+    check_output_dir(out)
+    with Store(db, readonly=True) as store:
+        data = training_data(store, platform, latency_stat, campaigns)
+        ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
+    if len(data.x) < 12:
+        raise PredictorError(
+            f"{db}: only {len(data.x)} measured configs on this platform; train needs 12 or more"
+        )
+    train_rows, test_rows = stratified_split(data.x, test_size, seed)
+    model = blend or CascadeBlend(seed=seed)
+    tell(f"training the cascade blend on {len(train_rows)} configs")
+    model.fit(data.x.iloc[train_rows], data.y.iloc[train_rows])
+    scores = model.evaluate(data.x.iloc[test_rows], data.y.iloc[test_rows])
+    spaces = sorted({m.split("?")[0] for m in data.models if isinstance(m, str)})
+    metadata = {
+        "platform": PlatformInfo.from_row(data.platform).to_meta(),
+        "training": {
+            "db": str(db),
+            "latency_stat": latency_stat,
+            "campaigns": campaigns,
+            "models": spaces,
+            "n_train": len(train_rows),
+            "n_test": len(test_rows),
+            "train_config_ids": sorted(data.config_ids[train_rows].tolist()),
+            "test_metrics": scores,
+        },
+    }
+    out = Path(out)
+    model.save(out, metadata)
+    summary: dict[str, Any] = {
+        "predictor": str(out),
+        "platform": data.platform["id"],
+        "n_train": len(train_rows),
+        "n_test": len(test_rows),
+        "unavailable": model.unavailable_,
+        "test_metrics": scores,
+        "blend_weights": {t: s.weights for t, s in model.stages_.items()},
+        "corrector": {t: s.corrector_note for t, s in model.stages_.items()},
+    }
+    if ops is not None and not ops.empty:
+        train_ids = set(data.config_ids[train_rows])
+        test_ids = set(data.config_ids[test_rows])
+        profiled = len(train_ids & set(ops["model"]))
+        tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
+        op_model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
+        held = ops[ops["model"].isin(test_ids)]
+        op_scores = op_model.evaluate(held.drop(columns="latency_ms"), e2e) if len(held) else {}
+        op_model.save(
+            out / "opwise",
+            {"platform": PlatformInfo.from_row(data.platform).to_meta(), "test_metrics": op_scores},
+        )
+        summary["opwise_test_metrics"] = op_scores
+    elif opwise:
+        summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
+    return summary
+
+
+def evaluate(
+    folder: str | Path, db: str | Path, platform: str | None = None, campaigns: list[str] | None = None
+) -> dict[str, Any]:
+    """Score a predictor on a store's measurements of its platform that it never trained on:
+    per target R², MAE, MAPE, RMSPE, ±5 %/±10 %, Spearman, Kendall, interval coverage, next to the
+    baselines (and the op-wise predictor where there is one and the store has op profiles)."""
+    blend = load_predictor(folder)
+    info = blend.info
+    with Store(db, readonly=True) as store:
+        chosen = resolve_platform(store, platform or info.platform.id)
+        data = training_data(store, chosen["id"], info.latency_stat, campaigns)
+        ops, e2e = store_tables(store, chosen["id"], info.latency_stat)
+    keep = np.array([cid not in info.train_config_ids for cid in data.config_ids])
+    if not keep.any():
+        raise PredictorError(f"every config of {db} on this platform was used to train the predictor")
+    scores = blend.evaluate(data.x[keep], data.y[keep])
+    out: dict[str, Any] = {
+        "predictor": str(folder),
+        "db": str(db),
+        "platform": chosen["id"],
+        "same_platform": chosen["id"] == info.platform.id,
+        "n_evaluated": int(keep.sum()),
+        "n_excluded_as_training": int((~keep).sum()),
+        "targets": scores,
+        "unavailable": blend.unavailable_,
+    }
+    opwise = opwise_of(folder)
+    if opwise is not None and not ops.empty:
+        unseen = set(data.config_ids[keep]) & set(ops["model"])
+        if unseen:
+            out["opwise"] = opwise.evaluate(ops[ops["model"].isin(unseen)].drop(columns="latency_ms"), e2e)
+    return out
+
+
+def train_ops(
+    ops_path: str | Path, e2e_path: str | Path, out: str | Path, test_size: float = 0.2, seed: int = 0
+) -> dict[str, Any]:
+    """The table route: train an ``OpWise`` from op and end-to-end tables (docs/formats.md),
+    holding out ``test_size`` of the models to report accuracy, and save it to ``out``."""
+    check_output_dir(out)
+    ops, e2e = read_table(ops_path), read_table(e2e_path)
+    check_op_table(ops, training=True, name=str(ops_path))
+    check_e2e_table(e2e, name=str(e2e_path))
+    models = sorted(set(ops["model"].astype(str)) & set(e2e["model"].astype(str)))
+    if len(models) < 3:
+        raise PredictorError(f"only {len(models)} models appear in both tables; train-ops needs 3 or more")
+    rng = np.random.default_rng(seed)
+    n_test = max(1, math.floor(len(models) * test_size)) if test_size > 0 else 0
+    test = set(rng.permutation(models)[:n_test].tolist())
+    train_models = [m for m in models if m not in test]
+    ops = ops.assign(model=ops["model"].astype(str))
+    e2e = e2e.assign(model=e2e["model"].astype(str))
+    model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)])
+    scores = model.evaluate(ops[ops["model"].isin(test)].drop(columns="latency_ms"), e2e) if test else {}
+    model.save(out, {"training": {"ops": str(ops_path), "e2e": str(e2e_path)}, "test_metrics": scores})
+    return {
+        "predictor": str(out),
+        "n_train_models": len(train_models),
+        "n_test_models": len(test),
+        "test_metrics": scores,
+        "training": model.training_,
+    }
+
+
+def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]]:
+    """Predict every model of an op table (latencies, if present, are ignored)."""
+    table = read_table(ops_path)
+    check_op_table(table, name=str(ops_path))
+    model = OpWise.load(folder)
+    predicted = model.predict(table.drop(columns=["latency_ms"], errors="ignore"))
+    return [
+        {
+            "model": str(name),
+            "latency_ms": float(row["latency_ms"]),
+            "latency_ms_low": float(row["latency_ms_low"]),
+            "latency_ms_high": float(row["latency_ms_high"]),
+            "kernel_sum_ms": float(row["kernel_sum_ms"]),
+            "ood": bool(row["ood"]),
+            "ood_reason": row["ood_reason"] or None,
+        }
+        for name, row in predicted.iterrows()
+    ]
+
+
+def _target_platform(store: Store, platform: str | None, sources: Adapted) -> dict[str, Any]:
+    """The platform to adapt to: the one named, else the only one no source was trained on."""
+    own = {s.info.platform.id for s in sources.sources}
+    if platform is None:
+        others = store.platforms()
+        others = others[~others["id"].isin(own)]
+        if len(others) == 1:
+            platform = str(others.iloc[0]["id"])
+    chosen = resolve_platform(store, platform)
+    if chosen["id"] in own:
+        raise PredictorError(
+            f"platform {chosen['id']} is a source predictor's own platform: adapt builds a predictor for "
+            "another one (name it with --platform)"
+        )
+    return chosen
+
+
+def adapt(
+    sources: list[str | Path],
+    db: str | Path,
+    out: str | Path,
+    k: int = 10,
+    platform: str | None = None,
+    selection: str = "spread",
+    seed: int = 0,
+    campaigns: list[str] | None = None,
+) -> dict[str, Any]:
+    """Few-shot adaptation: choose ``k`` of the target platform's measured configs (``selection``),
+    fit an ``Adapted`` predictor on them, score it on the rest next to the unadapted sources, and
+    write it to ``out`` (self-contained: the sources are copied in)."""
+    _check_selection(selection, k)
+    check_output_dir(out)
+    model = Adapted.from_folders(sources, seed=seed)
+    stat = model.sources[0].info.latency_stat
+    with Store(db, readonly=True) as store:
+        chosen = _target_platform(store, platform, model)
+        data = training_data(store, chosen["id"], stat, campaigns)
+    if len(data.x) < k:
+        raise PredictorError(
+            f"{db} holds {len(data.x)} measured configs on platform {chosen['id']}; --k {k} needs that many"
+        )
+    picked = select_configs(model.sources, data.x, k, selection, seed)
+    model.fit(data.x.iloc[picked], data.y.iloc[picked])
+    rest = np.setdiff1d(np.arange(len(data.x)), picked)
+    scores = model.evaluate(data.x.iloc[rest], data.y.iloc[rest]) if len(rest) else {}
+    metadata = {
+        "platform": PlatformInfo.from_row(chosen).to_meta(),
+        "training": {
+            "db": str(db),
+            "latency_stat": stat,
+            "campaigns": campaigns,
+            "k": k,
+            "selection": selection,
+            "train_config_ids": sorted(data.config_ids[picked].tolist()),
+            "n_test": len(rest),
+            "test_metrics": scores,
+        },
+    }
+    model.save(out, metadata)
+    return {
+        "predictor": str(out),
+        "platform": chosen["id"],
+        "sources": [str(s) for s in sources],
+        "k": k,
+        "selection": selection,
+        "measured_configs": data.models[picked].tolist(),
+        "n_test": len(rest),
+        "test_metrics": scores,
+        "fit": model.describe(),
+        "unavailable": model.unavailable_,
+    }
+
+
+def _check_selection(selection: str, k: int) -> None:
+    if selection not in SELECTIONS:
+        raise PredictorError(f"--selection {selection!r}: choose among {', '.join(SELECTIONS)}")
+    if k < 1:
+        raise PredictorError(f"--k {k}: adapt from at least one measured config")
+
+
+def suggest(
+    sources: list[str | Path],
+    space_name: str,
+    k: int = 10,
+    pool: int = 5000,
+    seed: int = 0,
+    selection: str = "spread",
+) -> list[str]:
+    """The ``k`` configs of a design space worth measuring on a new device before ``adapt``:
+    spread over the sources' predictions among ``pool`` sampled ones (or drawn at random)."""
+    _check_selection(selection, k)
+    from infercast.space import get as get_space
+
+    model = Adapted.from_folders(sources, seed=seed)
+    chosen = get_space(space_name)
+    configs = chosen.sample(pool, seed=seed)
+    settings = model.sources[0].info.platform.settings
+    x = feature_frame(chosen.features(configs), settings)
+    picked = select_configs(model.sources, x, k, selection, seed)
+    return configs["model"].iloc[picked].tolist()
