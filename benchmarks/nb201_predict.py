@@ -57,7 +57,7 @@ def main() -> None:
             seed=args.seed,
             n_jobs=args.n_jobs,
         ).fit(x.iloc[train], y.iloc[train])
-        scores = blend.score(x.iloc[test], y.iloc[test])["latency"]
+        scores = blend.evaluate(x.iloc[test], y.iloc[test])["latency"]
         flops = FlopsProportional().fit(x.iloc[train], y["latency_ms"].to_numpy()[train])
         base = regression_metrics(y["latency_ms"].to_numpy()[test], flops.predict(x.iloc[test]))
         rows.append((device, scores, base))

@@ -58,7 +58,7 @@ def held_out(folder: Path, db: str, campaigns: list[str]) -> tuple[list[str], di
     figures: dict[str, Any] = {}
     for name in sorted(set(spaces[keep])):
         rows = keep & (spaces == name)
-        scores = blend.score(data.x[rows], data.y[rows])
+        scores = blend.evaluate(data.x[rows], data.y[rows])
         figures[name] = scores
         lines += [f"**{name}**, {rows.sum()} held-out configs:", "", *HEADER]
         for target in ("latency", "memory"):
@@ -92,7 +92,7 @@ def learning_curve(folder: Path, db: str, campaigns: list[str], seed: int) -> li
             continue
         chosen = set(order[:k])
         model = OpWise(seed=seed).fit(ops[ops["model"].isin(chosen)], e2e[e2e["model"].isin(chosen)])
-        m = model.score(test_ops, e2e)
+        m = model.evaluate(test_ops, e2e)
         lines.append(
             f"| {k} | {m['r2']:.4f} | {m['mape']:.2f} % | {m['within_10pct']:.1%} | {m['spearman']:.3f} | "
             f"{m['coverage']:.1%} |"
@@ -115,7 +115,7 @@ def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
     b = measured[measured["campaign"] == real_b].set_index("model")
     models = [m for m in a.index if m in b.index]
     predicted = {r["model"]: r for r in predict_models(folder, models)}
-    flops = {t: blend.baselines["latency"][t] for t in ("flops", "loglinear")}
+    flops = {t: blend.baselines_["latency"][t] for t in ("flops", "loglinear")}
     x = pd.DataFrame([json.loads(a.loc[m, "features"]) for m in models]).assign(threads=1.0)
     truth = a.loc[models, "low_ms"].to_numpy()
     again = b.loc[models, "low_ms"].to_numpy()

@@ -55,11 +55,11 @@ def test_one_source_is_recalibrated_from_ten_measurements(data, sources) -> None
     chosen = select_configs(sources[:1], data, 10)
     model = Adapted(sources[:1]).fit(data.iloc[chosen], _frame(truth[chosen]))
     rest = np.setdiff1d(np.arange(len(data)), chosen)
-    scores = model.score(data.iloc[rest], _frame(truth[rest]))["latency"]
+    scores = model.evaluate(data.iloc[rest], _frame(truth[rest]))["latency"]
     assert scores["sources_unadapted"][0]["within_10pct"] < 0.05
     assert scores["within_10pct"] > 0.8 and scores["r2_log"] > 0.98
     assert 0.7 < scores["coverage"] <= 1.0
-    assert model.fits["latency"].residual is None  # below min_residual measurements
+    assert model.fits_["latency"].residual is None  # below min_residual measurements
 
 
 def test_several_sources_are_mixed_by_how_the_target_relates_to_them(data, sources) -> None:
@@ -67,10 +67,10 @@ def test_several_sources_are_mixed_by_how_the_target_relates_to_them(data, sourc
     truth = 1.3 * _compute_bound(data) ** 0.7 * _overhead_bound(data) ** 0.3
     chosen = select_configs(sources, data, 20)
     model = Adapted(sources, min_residual=50).fit(data.iloc[chosen], _frame(truth[chosen]))
-    weights = model.fits["latency"].weights
+    weights = model.fits_["latency"].weights
     assert weights[0] > weights[1] and abs(weights.sum() - 1.0) < 0.2
     rest = np.setdiff1d(np.arange(len(data)), chosen)
-    scores = model.score(data.iloc[rest], _frame(truth[rest]))["latency"]
+    scores = model.evaluate(data.iloc[rest], _frame(truth[rest]))["latency"]
     best_single = max(s["spearman"] for s in scores["sources_unadapted"])
     assert scores["spearman"] > best_single and scores["within_10pct"] > 0.8
 

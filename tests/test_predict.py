@@ -63,16 +63,17 @@ def test_array_forest_matches_scikit_learn() -> None:
 def test_cascade_blend_learns_the_law_and_reports_energy_unavailable(fitted, table) -> None:
     blend, _, test = fitted
     x, y = table
-    scores = blend.score(x.iloc[test], y.iloc[test])
+    scores = blend.evaluate(x.iloc[test], y.iloc[test])
     assert scores["latency"]["r2"] > 0.97 and scores["memory"]["r2"] > 0.97
     assert scores["latency"]["r2"] > scores["latency"]["baselines"]["flops"]["r2"]
-    assert "energy" in blend.unavailable and "energy_j" in blend.unavailable["energy"]
-    for stage in blend.stages.values():
+    assert "energy" in blend.unavailable_ and "energy_j" in blend.unavailable_["energy"]
+    for stage in blend.stages_.values():
         weights = np.array(list(stage.weights.values()))
         assert (weights >= 0).all() and math.isclose(weights.sum(), 1.0)
     # the cascade: latency sees the memory stage's prediction, memory sees none
     assert (
-        "log_memory" in blend.stages["latency"].inputs and "log_latency" not in blend.stages["memory"].inputs
+        "log_memory" in blend.stages_["latency"].inputs
+        and "log_latency" not in blend.stages_["memory"].inputs
     )
     predicted = blend.predict(x.iloc[test])
     assert predicted["energy_j"].isna().all()
@@ -81,7 +82,7 @@ def test_cascade_blend_learns_the_law_and_reports_energy_unavailable(fitted, tab
 def test_intervals_are_calibrated_on_held_out_rows(fitted, table) -> None:
     blend, _, test = fitted
     x, y = table
-    coverage = blend.score(x.iloc[test], y.iloc[test])["latency"]["coverage"]
+    coverage = blend.evaluate(x.iloc[test], y.iloc[test])["latency"]["coverage"]
     assert 0.8 <= coverage <= 0.99, coverage
 
 
@@ -140,6 +141,38 @@ def test_load_refuses_a_foreign_schema_with_a_clear_message(fitted, tmp_path) ->
 def test_bad_hyper_parameters_name_the_value(params, message) -> None:
     with pytest.raises(PredictorError, match=message):
         CascadeBlend(**params)
+
+
+TINY = {"order": ("memory", "latency"), "n_estimators": 30, "forest_estimators": 10, "n_folds": 2}
+
+
+def test_scikit_learn_clone_params_cross_validation_and_grid_search(table) -> None:
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+
+    x, y = table
+    x, y = x.iloc[:240].reset_index(drop=True), y.iloc[:240].reset_index(drop=True)
+    blend = CascadeBlend(**TINY, fast_estimators=10, n_jobs=1)
+    twin = clone(blend)
+    assert twin is not blend and twin.get_params() == blend.get_params()
+    assert blend.get_params(deep=True)["n_estimators"] == 30
+    assert blend.set_params(n_estimators=40) is blend and blend.n_estimators == 40
+    with pytest.raises(PredictorError, match="n_folds=1"):
+        blend.set_params(n_folds=1).fit(x, y)
+    blend.set_params(n_folds=2)
+    assert not hasattr(blend, "stages_")  # learned attributes exist only after fit
+    fitted = blend.fit(x, y)
+    assert fitted is blend and set(blend.stages_) == {"memory", "latency"}
+    score = blend.score(x, y)
+    assert isinstance(score, float) and 0.9 < score <= 1.0  # R² of log latency, on what it saw
+    assert set(blend.evaluate(x, y)) == {"memory", "latency"}
+    folds = KFold(3, shuffle=True, random_state=0)
+    scores = cross_val_score(CascadeBlend(**TINY, fast_estimators=10, n_jobs=1), x, y, cv=folds)
+    assert scores.shape == (3,) and (scores > 0.5).all()
+    search = GridSearchCV(
+        CascadeBlend(**TINY, fast_estimators=10, n_jobs=1), {"n_estimators": [10, 30]}, cv=folds
+    ).fit(x, y)
+    assert search.best_params_["n_estimators"] in (10, 30) and hasattr(search.best_estimator_, "stages_")
 
 
 def test_out_of_distribution_inputs_are_flagged_with_a_reason(fitted) -> None:
@@ -244,7 +277,7 @@ def test_opwise_learns_kernels_and_the_overhead(tmp_path) -> None:
     ops, e2e = _op_tables(60, 1)
     test_ops, test_e2e = _op_tables(20, 2)
     model = OpWise(n_estimators=150).fit(ops, e2e)
-    scores = model.score(test_ops.drop(columns="latency_ms"), test_e2e)
+    scores = model.evaluate(test_ops.drop(columns="latency_ms"), test_e2e)
     assert scores["within_10pct"] >= 0.8 and scores["spearman"] > 0.95, scores
     # a constant overhead factor cannot do that: the ratio spans 1.05–1.5
     ratio = (

@@ -37,7 +37,7 @@ from infercast.predict.data import settings_columns
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
-from infercast.predict.metrics import regression_metrics, score_target
+from infercast.predict.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
 
 SELECTIONS = ("spread", "random")
 _ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
@@ -47,7 +47,7 @@ def _source_inputs(source: CascadeBlend, x: pd.DataFrame) -> pd.DataFrame:
     """``x`` with the platform-setting columns the source was trained with (a 1-thread source
     predicts what its own platform would do, whatever the target's thread count)."""
     own = settings_columns(source.info.platform.settings)
-    return x.assign(**{k: v for k, v in own.items() if k in source.feature_names})
+    return x.assign(**{k: v for k, v in own.items() if k in source.feature_names_})
 
 
 def source_logs(
@@ -162,8 +162,8 @@ class Adapted(Described):
         self.min_residual = min_residual
         self.residual_estimators = residual_estimators
         self.seed = seed
-        self.fits: dict[str, _TargetFit] = {}
-        self.unavailable: dict[str, str] = {}
+        self.fits_: dict[str, _TargetFit] = {}
+        self.unavailable_: dict[str, str] = {}
         self.metadata: dict[str, Any] = {}
         self.source_folders: list[str] = []
         if not self.sources:
@@ -172,21 +172,21 @@ class Adapted(Described):
             raise PredictorError(f"interval={interval!r} must lie strictly between 0 and 1")
         if min_residual < 5:
             raise PredictorError(f"min_residual={min_residual!r} must be at least 5")
-        names = self.sources[0].feature_names
+        names = self.sources[0].feature_names_
         for i, source in enumerate(self.sources[1:], start=1):
-            if source.feature_names != names:
+            if source.feature_names_ != names:
                 raise PredictorError(f"source {i} uses other feature columns than source 0")
 
     @property
-    def feature_names(self) -> list[str]:
-        return self.sources[0].feature_names
+    def feature_names_(self) -> list[str]:
+        return self.sources[0].feature_names_
 
     @property
-    def stages(self) -> dict[str, _TargetFit]:
-        return self.fits
+    def stages_(self) -> dict[str, _TargetFit]:
+        return self.fits_
 
     def _targets(self) -> list[str]:
-        return [t for t in TARGETS if all(t in s.stages for s in self.sources)]
+        return [t for t in TARGETS if all(t in s.stages_ for s in self.sources)]
 
     def fit(
         self, x: pd.DataFrame, y: pd.DataFrame, source_log: dict[str, np.ndarray] | None = None
@@ -197,26 +197,26 @@ class Adapted(Described):
             raise PredictorError(f"X has {len(x)} rows but y has {len(y)}")
         if len(x) < 3:
             raise PredictorError(f"{len(x)} target measurements: adaptation needs 3 or more")
-        self.fits, self.unavailable = {}, {}
+        self.fits_, self.unavailable_ = {}, {}
         given = source_log or {}
         computed = source_logs(self.sources, x, [t for t in self._targets() if t not in given])
         for target in TARGETS:
             column = TARGETS[target]
             if target not in self._targets():
-                missing = next(s for s in self.sources if target not in s.stages)
-                self.unavailable[target] = (
-                    f"a source predictor has no {column}: {missing.unavailable.get(target, 'not trained')}"
+                missing = next(s for s in self.sources if target not in s.stages_)
+                self.unavailable_[target] = (
+                    f"a source predictor has no {column}: {missing.unavailable_.get(target, 'not trained')}"
                 )
                 continue
             truth = y[column].to_numpy(dtype=np.float64) if column in y.columns else np.full(len(y), np.nan)
             keep = np.isfinite(truth) & (truth > 0)
             if keep.sum() < 3:
-                self.unavailable[target] = f"only {int(keep.sum())} target measurements of {column}"
+                self.unavailable_[target] = f"only {int(keep.sum())} target measurements of {column}"
                 continue
             p = np.asarray(given[target]) if target in given else computed[target]
-            self.fits[target] = self._fit_target(x[keep], p[keep], np.log(truth[keep]))
-        if not self.fits:
-            raise PredictorError(f"nothing to adapt: {self.unavailable}")
+            self.fits_[target] = self._fit_target(x[keep], p[keep], np.log(truth[keep]))
+        if not self.fits_:
+            raise PredictorError(f"nothing to adapt: {self.unavailable_}")
         return self
 
     def _fit_target(self, x: pd.DataFrame, p: np.ndarray, z: np.ndarray) -> _TargetFit:
@@ -232,7 +232,7 @@ class Adapted(Described):
 
     def _residual_inputs(self, x: pd.DataFrame, p: np.ndarray, weights: np.ndarray) -> np.ndarray:
         combined = p @ weights
-        return np.column_stack([x[self.feature_names].to_numpy(dtype=np.float64), combined])
+        return np.column_stack([x[self.feature_names_].to_numpy(dtype=np.float64), combined])
 
     def _make_residual(self) -> XGBoostLearner:
         return XGBoostLearner(
@@ -273,13 +273,13 @@ class Adapted(Described):
         self, x: pd.DataFrame, ood: str = "full", source_log: dict[str, np.ndarray] | None = None
     ) -> pd.DataFrame:
         """As ``CascadeBlend.predict``; ``source_log`` as in ``fit``."""
-        if not self.fits:
+        if not self.fits_:
             raise PredictorError("the adapted predictor is not fitted")
         out = pd.DataFrame(index=x.index)
         given = source_log or {}
-        computed = source_logs(self.sources, x, [t for t in self.fits if t not in given])
+        computed = source_logs(self.sources, x, [t for t in self.fits_ if t not in given])
         for target, column in TARGETS.items():
-            fit = self.fits.get(target)
+            fit = self.fits_.get(target)
             if fit is None:
                 put_interval(out, column, None, None)
                 continue
@@ -290,19 +290,24 @@ class Adapted(Described):
             put_interval(out, column, log_pred, fit.interval_q)
         if ood != "none":
             # the features' domain is the sources' training data: the best-weighted source judges it
-            fit = self.fits.get("latency") or next(iter(self.fits.values()))
+            fit = self.fits_.get("latency") or next(iter(self.fits_.values()))
             judge = self.sources[int(np.argmax(fit.weights))]
-            if judge.ood is not None:
-                inputs = _source_inputs(judge, x)[judge.feature_names].to_numpy(dtype=np.float64)
-                out["ood"], out["ood_reason"] = judge.ood.check(inputs, ranges_only=ood == "ranges")
+            if judge.ood_ is not None:
+                inputs = _source_inputs(judge, x)[judge.feature_names_].to_numpy(dtype=np.float64)
+                out["ood"], out["ood_reason"] = judge.ood_.check(inputs, ranges_only=ood == "ranges")
         return out
 
-    def score(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    def score(self, x: pd.DataFrame, y: pd.DataFrame) -> float:
+        """One number for model selection: R² of the log target (as ``CascadeBlend.score``)."""
+        columns = [TARGETS[t] for t in SCORE_ORDER if t in self.fits_]
+        return log_r2_score(y, self.predict(x, ood="none"), columns)
+
+    def evaluate(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
         """Per target: the adapted predictor's metrics, with each unadapted source's beside them."""
-        logs = source_logs(self.sources, x, list(self.fits))
+        logs = source_logs(self.sources, x, list(self.fits_))
         predicted = self.predict(x, ood="none", source_log=logs)
         scores: dict[str, dict[str, Any]] = {}
-        for target in self.fits:
+        for target in self.fits_:
             scored = score_target(y, predicted, TARGETS[target])
             if scored is None:
                 continue
@@ -316,7 +321,7 @@ class Adapted(Described):
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
         """Write ``folder`` self-contained: each source predictor copied into ``sources/<i>``."""
-        if not self.fits:
+        if not self.fits_:
             raise PredictorError("the adapted predictor is not fitted")
         if len(self.source_folders) != len(self.sources):
             raise PredictorError(
@@ -332,7 +337,7 @@ class Adapted(Described):
                 shutil.copytree(source, copy)
             copies.append(f"sources/{i}")
         fits = {}
-        for target, fit in self.fits.items():
+        for target, fit in self.fits_.items():
             residual_file = None
             if fit.residual is not None:
                 residual_file = f"{target}.residual{fit.residual.suffix}"
@@ -355,7 +360,7 @@ class Adapted(Described):
             },
             "sources": copies,
             "fits": fits,
-            "unavailable": self.unavailable,
+            "unavailable": self.unavailable_,
         }
         self.metadata = {**self.metadata, **(metadata or {})}
         return write_meta(folder, self.kind, body, self.metadata).parent
@@ -389,14 +394,14 @@ class Adapted(Described):
             meta = inside_folder(folder, f"{name}/meta.json")
             paths.append(meta.parent)
         model = cls.from_folders(paths, **saved["params"])
-        model.unavailable = dict(saved["unavailable"])
+        model.unavailable_ = dict(saved["unavailable"])
         body_keys = ("params", "sources", "fits", "unavailable")
         model.metadata = {k: v for k, v in saved.items() if k not in body_keys}
         for target, fit in saved["fits"].items():
             if target not in TARGETS:
                 raise PredictorError(f"{folder}: unknown target {target!r} in meta.json")
             residual = fit.get("residual")
-            model.fits[target] = _TargetFit(
+            model.fits_[target] = _TargetFit(
                 intercept=float(fit["intercept"]),
                 weights=np.asarray(fit["weights"], dtype=np.float64),
                 alpha=float(fit["alpha"]),
@@ -405,9 +410,9 @@ class Adapted(Described):
                 note=str(fit.get("note", "")),
                 n=int(fit.get("n", 0)),
             )
-            if len(model.fits[target].weights) != len(model.sources):
+            if len(model.fits_[target].weights) != len(model.sources):
                 raise PredictorError(
-                    f"{folder}: {target} has {len(model.fits[target].weights)} weights "
+                    f"{folder}: {target} has {len(model.fits_[target].weights)} weights "
                     f"for {len(model.sources)} sources"
                 )
         return model
@@ -423,7 +428,7 @@ class Adapted(Described):
                 "residual": fit.note,
                 "n": fit.n,
             }
-            for target, fit in self.fits.items()
+            for target, fit in self.fits_.items()
         }
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
+from sklearn.base import BaseEstimator
 
 from infercast.predict.artifact import (
     Described,
@@ -48,7 +49,7 @@ from infercast.predict.errors import PredictorError
 from infercast.predict.folds import depth_edges, strata, stratified_folds
 from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import LEARNERS, LightGBMLearner, XGBoostLearner
-from infercast.predict.metrics import regression_metrics, score_target
+from infercast.predict.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
 from infercast.predict.ood import OODDetector
 
 TARGETS: dict[str, str] = {"memory": "peak_memory_mb", "energy": "energy_j", "latency": "latency_ms"}
@@ -106,13 +107,16 @@ class _Stage:
         return out
 
 
-class CascadeBlend(Described):
+class CascadeBlend(Described, BaseEstimator):
     """Predict peak memory, energy and latency from analytic features (CARB's cascade blend).
 
     ``fit(X, y)``: ``X`` numeric feature columns (``batch`` and ``depth`` among them, for the
     stratified folds), ``y`` a frame with any of ``peak_memory_mb``, ``energy_j``, ``latency_ms``.
     ``predict(X)`` returns, per target, the value and its interval bounds (``<target>_low``,
-    ``<target>_high``); unavailable targets are listed in ``unavailable`` with the reason.
+    ``<target>_high``); targets it could not learn are listed in ``unavailable_`` with the reason.
+    ``score(X, y)`` is one number (R² of the log target, for model selection); ``evaluate(X, y)``
+    the full metrics. A scikit-learn estimator: ``clone``, ``get_params`` / ``set_params``,
+    ``cross_val_score`` and ``GridSearchCV`` work; learned attributes end in ``_``.
     """
 
     def __init__(
@@ -129,8 +133,8 @@ class CascadeBlend(Described):
         seed: int = 0,
         n_jobs: int = 2,
     ) -> None:
-        self.order = tuple(order)
-        self.learners = tuple(learners)
+        self.order = order
+        self.learners = learners
         self.n_estimators = n_estimators
         self.forest_estimators = forest_estimators
         self.n_folds = n_folds
@@ -140,16 +144,20 @@ class CascadeBlend(Described):
         self.fast_estimators = fast_estimators
         self.seed = seed
         self.n_jobs = n_jobs
-        self.feature_names: list[str] = []
-        self.stages: dict[str, _Stage] = {}
-        self.unavailable: dict[str, str] = {}
-        self.depth_edges = np.zeros(0)
-        self.ood: OODDetector | None = None
-        self.baselines: dict[str, dict[str, Any]] = {}
         self.metadata: dict[str, Any] = {}
         self._validate()
 
+    # learned in fit (scikit-learn's convention: set by fit, named with a trailing underscore)
+    feature_names_: list[str]
+    stages_: dict[str, _Stage]
+    unavailable_: dict[str, str]
+    depth_edges_: np.ndarray
+    ood_: OODDetector | None
+    baselines_: dict[str, dict[str, Any]]
+
     def _validate(self) -> None:
+        """Every hyper-parameter checked, each error naming the bad value (at construction, and
+        again at ``fit`` after ``set_params``)."""
         unknown = [t for t in self.order if t not in TARGETS]
         if unknown or len(set(self.order)) != len(self.order) or not self.order:
             raise PredictorError(f"order={self.order!r}: use distinct targets among {list(TARGETS)}")
@@ -171,18 +179,19 @@ class CascadeBlend(Described):
         return learner(n_estimators=size, seed=self.seed, n_jobs=self.n_jobs)
 
     def fit(self, x: pd.DataFrame, y: pd.DataFrame) -> CascadeBlend:
+        self._validate()
         for column in ("batch", "depth", *(_TREND_COLUMNS if self.detrend else ())):
             if column not in x.columns:
                 raise PredictorError(f"feature column {column!r} is missing (needed for folds / trend)")
         if len(x) != len(y):
             raise PredictorError(f"X has {len(x)} rows but y has {len(y)}")
-        self.feature_names = list(x.columns)
-        base = _matrix(x, self.feature_names)
-        self.depth_edges = depth_edges(x["depth"])
-        labels = strata(x["batch"], x["depth"], self.depth_edges)
+        self.feature_names_ = list(x.columns)
+        base = _matrix(x, self.feature_names_)
+        self.depth_edges_ = depth_edges(x["depth"])
+        labels = strata(x["batch"], x["depth"], self.depth_edges_)
         batch = x["batch"].to_numpy(dtype=np.float64)
-        self.stages, self.unavailable, self.baselines = {}, {}, {}
-        self.ood = OODDetector().fit(base, self.feature_names)
+        self.stages_, self.unavailable_, self.baselines_ = {}, {}, {}
+        self.ood_ = OODDetector().fit(base, self.feature_names_)
         cascade: dict[str, np.ndarray] = {}
         cascade_fast: dict[str, np.ndarray] = {}
         for target in self.order:
@@ -191,23 +200,23 @@ class CascadeBlend(Described):
             rows = np.flatnonzero(np.isfinite(values) & (values > 0))
             if len(rows) < 2 * self.n_folds:
                 have = f"only {len(rows)} rows" if len(rows) else "no rows"
-                self.unavailable[target] = f"{have} of {column} in the training data"
+                self.unavailable_[target] = f"{have} of {column} in the training data"
                 continue
-            inputs = self.feature_names + [f"log_{t}" for t in cascade]
+            inputs = self.feature_names_ + [f"log_{t}" for t in cascade]
             full = np.column_stack([base, *cascade.values()]) if cascade else base
             stage, oof = self._fit_stage(target, inputs, full, np.log(values), rows, labels, batch)
             full_fast = np.column_stack([base, *cascade_fast.values()]) if cascade_fast else base
             oof_fast = self._fit_fast(stage, full_fast, np.log(values), rows, labels)
-            self.baselines[target] = fit_baselines(x.iloc[rows], values[rows])
-            self.stages[target] = stage
+            self.baselines_[target] = fit_baselines(x.iloc[rows], values[rows])
+            self.stages_[target] = stage
             estimate = stage.predict_log(full, batch, self.small_batch)
             estimate[rows] = oof  # later stages learn from honest (out-of-fold) estimates
             cascade[target] = estimate
             estimate_fast = stage.predict_fast_log(full_fast)
             estimate_fast[rows] = oof_fast
             cascade_fast[target] = estimate_fast
-        if not self.stages:
-            reasons = "; ".join(self.unavailable.values())
+        if not self.stages_:
+            reasons = "; ".join(self.unavailable_.values())
             raise PredictorError(f"no target has enough data to train on: {reasons}")
         return self
 
@@ -223,7 +232,7 @@ class CascadeBlend(Described):
     ) -> tuple[_Stage, np.ndarray]:
         x, y = full[rows], log_y[rows]
         folds = stratified_folds(labels[rows], self.n_folds, self.seed)
-        index = [self.feature_names.index(c) for c in _TREND_COLUMNS] if self.detrend else []
+        index = [self.feature_names_.index(c) for c in _TREND_COLUMNS] if self.detrend else []
         design = _design(x, index) if self.detrend else np.zeros((len(x), 1))
         oof = np.zeros((len(rows), len(self.learners)))
         for train, held in folds:
@@ -309,7 +318,7 @@ class CascadeBlend(Described):
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self) -> None:
-        if not self.stages:
+        if not getattr(self, "stages_", None):
             raise PredictorError("this CascadeBlend is not fitted: call fit() or load a predictor directory")
 
     def predict_fast(self, x: pd.DataFrame | np.ndarray) -> dict[str, np.ndarray]:
@@ -318,16 +327,18 @@ class CascadeBlend(Described):
         ``x`` is a frame with the feature columns, or a float matrix in ``feature_names`` order."""
         self._check_fitted()
         base = (
-            _matrix(x, self.feature_names) if isinstance(x, pd.DataFrame) else np.asarray(x, dtype=np.float32)
+            _matrix(x, self.feature_names_)
+            if isinstance(x, pd.DataFrame)
+            else np.asarray(x, dtype=np.float32)
         )
-        if base.ndim != 2 or base.shape[1] != len(self.feature_names):
+        if base.ndim != 2 or base.shape[1] != len(self.feature_names_):
             raise PredictorError(
-                f"expected {len(self.feature_names)} feature columns, got shape {base.shape}"
+                f"expected {len(self.feature_names_)} feature columns, got shape {base.shape}"
             )
         out: dict[str, np.ndarray] = {}
         cascade: list[np.ndarray] = []
         for target in self.order:
-            stage = self.stages.get(target)
+            stage = self.stages_.get(target)
             if stage is None:
                 continue
             full = np.column_stack([base, *cascade]) if cascade else base
@@ -341,7 +352,7 @@ class CascadeBlend(Described):
         probability about ``risk`` (one-sided, from the fast model's out-of-fold residuals)."""
         if not 0 < risk < 0.5:
             raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
-        stage = self.stages[target]
+        stage = self.stages_[target]
         if not stage.fast_q:
             raise PredictorError(f"the {target} stage has no fast screening model (retrain the predictor)")
         level = int(np.clip(round((1 - 2 * risk) * 100), 1, 99))
@@ -354,16 +365,16 @@ class CascadeBlend(Described):
         if ood not in ("full", "ranges", "none"):
             raise PredictorError(f"ood={ood!r}: use 'full', 'ranges' or 'none'")
         self._check_fitted()
-        missing = [c for c in self.feature_names if c not in x.columns]
+        missing = [c for c in self.feature_names_ if c not in x.columns]
         if missing:
             raise PredictorError(f"feature columns missing: {', '.join(missing)}")
-        base = _matrix(x, self.feature_names)
+        base = _matrix(x, self.feature_names_)
         batch = x["batch"].to_numpy(dtype=np.float64)
         out = pd.DataFrame(index=x.index)
         cascade: list[np.ndarray] = []
         for target in self.order:
             column = TARGETS[target]
-            stage = self.stages.get(target)
+            stage = self.stages_.get(target)
             if stage is None:
                 put_interval(out, column, None, None)
                 continue
@@ -371,24 +382,32 @@ class CascadeBlend(Described):
             log_pred = stage.predict_log(full, batch, self.small_batch)
             cascade.append(log_pred)
             put_interval(out, column, log_pred, stage.interval_q)
-        if ood != "none" and self.ood is not None:
-            flags, reasons = self.ood.check(base, ranges_only=ood == "ranges")
+        if ood != "none" and self.ood_ is not None:
+            flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges")
             out["ood"] = flags
             out["ood_reason"] = reasons
         return out
 
-    def score(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
-        """Held-out metrics per available target (see ``regression_metrics``)."""
+    def score(self, x: pd.DataFrame, y: pd.DataFrame) -> float:
+        """One number for model selection (scikit-learn's ``score``): R² of the log of the first of
+        latency, memory, energy that the estimator predicts and ``y`` measures."""
+        self._check_fitted()
+        columns = [TARGETS[t] for t in SCORE_ORDER if t in self.stages_]
+        return log_r2_score(y, self.predict(x, ood="none"), columns)
+
+    def evaluate(self, x: pd.DataFrame, y: pd.DataFrame) -> dict[str, dict[str, Any]]:
+        """Held-out metrics per available target (see ``regression_metrics``), next to the
+        baselines'."""
         predicted = self.predict(x, ood="none")
         scores: dict[str, dict[str, Any]] = {}
-        for target in self.stages:
+        for target in self.stages_:
             scored = score_target(y, predicted, TARGETS[target])
             if scored is None:
                 continue
             scores[target], truth, keep = scored
             scores[target]["baselines"] = {
                 name: regression_metrics(truth[keep], baseline.predict(x[keep]))
-                for name, baseline in self.baselines.get(target, {}).items()
+                for name, baseline in self.baselines_.get(target, {}).items()
             }
         return scores
 
@@ -401,7 +420,7 @@ class CascadeBlend(Described):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         stages = {}
-        for target, stage in self.stages.items():
+        for target, stage in self.stages_.items():
             files = {}
             for name, learner in stage.learners.items():
                 path = folder / f"{target}.{name}{learner.suffix}"
@@ -432,14 +451,14 @@ class CascadeBlend(Described):
             }
         body = {
             "params": self.get_params(),
-            "feature_names": self.feature_names,
-            "depth_edges": self.depth_edges.tolist(),
+            "feature_names": self.feature_names_,
+            "depth_edges": self.depth_edges_.tolist(),
             "stages": stages,
-            "unavailable": self.unavailable,
-            "baselines": {t: {n: b.to_dict() for n, b in bs.items()} for t, bs in self.baselines.items()},
+            "unavailable": self.unavailable_,
+            "baselines": {t: {n: b.to_dict() for n, b in bs.items()} for t, bs in self.baselines_.items()},
         }
-        if self.ood is not None:
-            (folder / "ood.json").write_text(json.dumps(self.ood.to_dict()))
+        if self.ood_ is not None:
+            (folder / "ood.json").write_text(json.dumps(self.ood_.to_dict()))
         self.metadata = {**self.metadata, **(metadata or {})}
         return write_meta(folder, "cascade-blend", body, self.metadata).parent
 
@@ -458,11 +477,12 @@ class CascadeBlend(Described):
         params["order"] = tuple(params["order"])
         params["learners"] = tuple(params["learners"])
         blend = cls(**params)
-        blend.feature_names = list(saved["feature_names"])
-        blend.depth_edges = np.asarray(saved["depth_edges"], dtype=np.float64)
-        blend.unavailable = dict(saved["unavailable"])
-        blend.baselines = {t: load_baselines(b) for t, b in saved.get("baselines", {}).items()}
+        blend.feature_names_ = list(saved["feature_names"])
+        blend.depth_edges_ = np.asarray(saved["depth_edges"], dtype=np.float64)
+        blend.unavailable_ = dict(saved["unavailable"])
+        blend.baselines_ = {t: load_baselines(b) for t, b in saved.get("baselines", {}).items()}
         blend.metadata = {k: v for k, v in saved.items() if k not in _BODY_KEYS}
+        blend.stages_, blend.ood_ = {}, None
         for target, stage in saved["stages"].items():
             learners = {}
             if not isinstance(stage, dict):
@@ -472,7 +492,7 @@ class CascadeBlend(Described):
                     raise PredictorError(f"{folder}: unknown learner {name!r} in meta.json")
                 learners[name] = LEARNERS[name].load(inside_folder(folder, filename))
             corrector = stage.get("corrector")
-            blend.stages[target] = _Stage(
+            blend.stages_[target] = _Stage(
                 target=target,
                 inputs=list(stage["inputs"]),
                 learners=learners,
@@ -488,23 +508,8 @@ class CascadeBlend(Described):
                 n_train=int(stage.get("n_train", 0)),
             )
         if (folder / "ood.json").is_file():
-            blend.ood = OODDetector.from_dict(json.loads((folder / "ood.json").read_text()))
+            blend.ood_ = OODDetector.from_dict(json.loads((folder / "ood.json").read_text()))
         return blend
-
-    def get_params(self) -> dict[str, Any]:
-        return {
-            "order": list(self.order),
-            "learners": list(self.learners),
-            "n_estimators": self.n_estimators,
-            "forest_estimators": self.forest_estimators,
-            "n_folds": self.n_folds,
-            "interval": self.interval,
-            "small_batch": self.small_batch,
-            "detrend": self.detrend,
-            "fast_estimators": self.fast_estimators,
-            "seed": self.seed,
-            "n_jobs": self.n_jobs,
-        }
 
 
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:

@@ -30,7 +30,7 @@ from infercast.predict.artifact import Described, damaged_as_error, inside_folde
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
-from infercast.predict.metrics import regression_metrics
+from infercast.predict.metrics import log_r2_score, regression_metrics
 from infercast.predict.overhead import OverheadRidge, overhead_features
 
 SHAPE_COLUMNS = (
@@ -164,13 +164,13 @@ class OpWise(Described):
                 raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
-        self.models: dict[str, XGBoostLearner] = {}
-        self.overhead: OverheadRidge | None = None
-        self.interval_q = float("nan")
-        self.ranges: dict[str, dict[str, list[float]]] = {}
-        self.overhead_ranges: dict[str, list[float]] = {}
+        self.models_: dict[str, XGBoostLearner] = {}
+        self.overhead_: OverheadRidge | None = None  # learned: set by fit or load
+        self.interval_q_ = float("nan")
+        self.ranges_: dict[str, dict[str, list[float]]] = {}
+        self.overhead_ranges_: dict[str, list[float]] = {}
         self.metadata: dict[str, Any] = {}
-        self.training: dict[str, Any] = {}
+        self.training_: dict[str, Any] = {}
 
     # -- training -----------------------------------------------------------------------------
     def _kernel_matrix(self, table: pd.DataFrame, pooled: bool) -> np.ndarray:
@@ -229,44 +229,44 @@ class OpWise(Described):
             held = order % folds == fold
             if (~held).sum() >= 2:
                 oof_gap[held] = OverheadRidge().fit(features[~held], gap[~held]).predict(features[held])
-        self.interval_q = conformal_quantile(gap - oof_gap, self.interval)
-        self.overhead = OverheadRidge().fit(features, gap)
-        self.models = self._fit_kernels(table)
-        self.ranges = {
+        self.interval_q_ = conformal_quantile(gap - oof_gap, self.interval)
+        self.overhead_ = OverheadRidge().fit(features, gap)
+        self.models_ = self._fit_kernels(table)
+        self.ranges_ = {
             str(t): {
                 c: [float(g[c].min()), float(g[c].max())] for c in ("log_flops", "c_in", "c_out", "h_in")
             }
             for t, g in table.groupby("op_type")
         }
-        self.overhead_ranges = {
+        self.overhead_ranges_ = {
             c: [float(features[c].min()), float(features[c].max())] for c in features.columns
         }
         predicted = np.exp(features["log_kernel_ms"].to_numpy() + oof_gap)
-        self.training = {
+        self.training_ = {
             "n_models": len(models),
             "n_kernels": len(table),
             "kernel_types": {str(k): int(v) for k, v in table["op_type"].value_counts().items()},
-            "own_models": sorted(k for k in self.models if k != _POOLED),
+            "own_models": sorted(k for k in self.models_ if k != _POOLED),
             "overhead_ratio_p10_p90": [float(v) for v in np.quantile(np.exp(gap), [0.1, 0.9])],
             "oof_metrics": regression_metrics(
                 truth,
                 predicted,
-                predicted * math.exp(-self.interval_q),
-                predicted * math.exp(self.interval_q),
+                predicted * math.exp(-self.interval_q_),
+                predicted * math.exp(self.interval_q_),
             ),
         }
         return self
 
     # -- prediction ---------------------------------------------------------------------------
     def predict(self, ops: pd.DataFrame) -> pd.DataFrame:
-        if self.overhead is None:
+        if self.overhead_ is None:
             raise PredictorError("this OpWise is not fitted: call fit() or load a predictor directory")
         table = kernels(ops)
-        kernel_ms = self._predict_kernels(table, self.models)
+        kernel_ms = self._predict_kernels(table, self.models_)
         features = overhead_features(table, kernel_ms)
-        log_pred = features["log_kernel_ms"].to_numpy() + self.overhead.predict(features)
+        log_pred = features["log_kernel_ms"].to_numpy() + self.overhead_.predict(features)
         out = pd.DataFrame(index=features.index)
-        put_interval(out, "latency_ms", log_pred, self.interval_q)
+        put_interval(out, "latency_ms", log_pred, self.interval_q_)
         out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
         reasons = [self._ood_reason(table[table["model"] == m], features.loc[m]) for m in features.index]
         out["ood"] = [bool(r) for r in reasons]
@@ -277,10 +277,10 @@ class OpWise(Described):
     def _ood_reason(self, table: pd.DataFrame, overhead: pd.Series) -> str:
         parts = []
         for op_type, group in table.groupby("op_type"):
-            if op_type not in self.ranges:
+            if op_type not in self.ranges_:
                 parts.append(f"{len(group)} {op_type} kernel(s): no training rows of that type")
                 continue
-            for column, (low, high) in self.ranges[str(op_type)].items():
+            for column, (low, high) in self.ranges_[str(op_type)].items():
                 values = group[column].dropna()
                 if len(values) and (values.min() < low * 0.98 or values.max() > high * 1.02):
                     parts.append(
@@ -288,12 +288,20 @@ class OpWise(Described):
                     )
                     break
         for column in ("log_n_kernels", "log_flops"):
-            low, high = self.overhead_ranges.get(column, (-np.inf, np.inf))
+            low, high = self.overhead_ranges_.get(column, (-np.inf, np.inf))
             if not low - 0.05 <= overhead[column] <= high + 0.05:
                 parts.append(f"model {column}={overhead[column]:.3g} outside [{low:.3g}, {high:.3g}]")
         return "; ".join(parts[:4])
 
-    def score(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> dict[str, Any]:
+    def score(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> float:
+        """One number for model selection: R² of log end-to-end latency over the models of ``ops``
+        that ``e2e`` measures."""
+        predicted = self.predict(ops)
+        truth = _e2e_table(e2e).rename("latency_ms").to_frame()
+        return log_r2_score(truth.reindex(predicted.index), predicted, ["latency_ms"])
+
+    def evaluate(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> dict[str, Any]:
+        """The metrics of ``regression_metrics`` over the models of ``ops`` that ``e2e`` measures."""
         predicted = self.predict(ops)
         truth = _e2e_table(e2e)
         common = [m for m in predicted.index if m in truth.index]
@@ -309,12 +317,12 @@ class OpWise(Described):
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
-        if self.overhead is None:
+        if self.overhead_ is None:
             raise PredictorError("this OpWise is not fitted")
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         files = {}
-        for op_type, model in self.models.items():
+        for op_type, model in self.models_.items():
             name = f"kernel.{op_type}{model.suffix}"
             model.save(folder / name)
             files[op_type] = name
@@ -329,11 +337,11 @@ class OpWise(Described):
             },
             "kernel_models": files,
             "kernel_inputs": list(_KERNEL_INPUTS),
-            "overhead": self.overhead.to_dict(),
-            "interval_q": self.interval_q,
-            "ranges": self.ranges,
-            "overhead_ranges": self.overhead_ranges,
-            "training": self.training,
+            "overhead": self.overhead_.to_dict(),
+            "interval_q": self.interval_q_,
+            "ranges": self.ranges_,
+            "overhead_ranges": self.overhead_ranges_,
+            "training": self.training_,
         }
         self.metadata = {**self.metadata, **(metadata or {})}
         return write_meta(folder, "opwise", body, self.metadata).parent
@@ -352,16 +360,16 @@ class OpWise(Described):
                 f"{folder}: kernel features {saved.get('kernel_inputs')} differ from this infercast's"
             )
         opwise = cls(**saved["params"])
-        opwise.models = {
+        opwise.models_ = {
             t: XGBoostLearner.load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
         }
-        if _POOLED not in opwise.models:
+        if _POOLED not in opwise.models_:
             raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
-        opwise.overhead = OverheadRidge.from_dict(saved["overhead"])
-        opwise.interval_q = float(saved["interval_q"])
-        opwise.ranges = saved["ranges"]
-        opwise.overhead_ranges = saved["overhead_ranges"]
-        opwise.training = saved["training"]
+        opwise.overhead_ = OverheadRidge.from_dict(saved["overhead"])
+        opwise.interval_q_ = float(saved["interval_q"])
+        opwise.ranges_ = saved["ranges"]
+        opwise.overhead_ranges_ = saved["overhead_ranges"]
+        opwise.training_ = saved["training"]
         opwise.metadata = {k: v for k, v in saved.items() if k not in _BODY_KEYS}
         return opwise
 

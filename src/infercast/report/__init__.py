@@ -105,8 +105,8 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     x = feature_frame(data, info.platform.settings)
     predicted = blend.predict(x, ood="none")
     out = data.reset_index(drop=True)
-    scores = blend.score(x, out[[TARGETS[t] for t in blend.stages]])
-    for target in blend.stages:
+    scores = blend.evaluate(x, out[[TARGETS[t] for t in blend.stages_]])
+    for target in blend.stages_:
         column = TARGETS[target]
         out[f"{column}_predicted"] = predicted[column].to_numpy()
         out[f"{column}_low"] = predicted[f"{column}_low"].to_numpy()
