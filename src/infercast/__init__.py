@@ -1,4 +1,21 @@
-"""infercast: predict what a CNN costs to run (latency, energy, peak memory) before deploying it."""
+"""infercast: predict what a CNN costs to run (latency, energy, peak memory) before deploying it.
+
+The two calls most programs need::
+
+    import infercast
+
+    infercast.predict(model, predictor="predictors/cpu")   # a model string, nn.Module or ModelProto
+    infercast.measure(model, input_shape=(1, 3, 224, 224))  # measured here, in a worker process
+
+``infercast.predict`` and ``infercast.measure`` are also the packages of those stages
+(``infercast.predict.CascadeBlend``, ``infercast.measure.profile``…): calling the package runs
+``infercast.api.predict`` / ``infercast.api.measure``. Both are imported on first use, so
+``import infercast`` stays light.
+"""
+
+import importlib
+import types
+from typing import Any
 
 from infercast.errors import InfercastError
 from infercast.features import features
@@ -7,4 +24,34 @@ from infercast.models import LoadedModel, load_model
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "InfercastError", "LoadedModel", "__version__", "capture", "features", "load_model"]
+_CALLABLE_STAGES = ("measure", "predict")
+
+
+class CallableStage(types.ModuleType):
+    """A stage's package that is also its one-line entry point (``infercast.predict(model, …)``);
+    the package sets it as its own class when it is imported."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from infercast import api
+
+        return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CALLABLE_STAGES:
+        return importlib.import_module(f"infercast.{name}")
+    raise AttributeError(f"module 'infercast' has no attribute {name!r}")
+
+
+__all__ = [
+    "CallableStage",
+    "Graph",
+    "InfercastError",
+    "LoadedModel",
+    "__version__",
+    "capture",
+    "features",
+    "load_model",
+    "measure",
+    "predict",
+]

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 
 from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
+from infercast.errors import install_hint
 
 BACKEND_HELP = "ort-cpu, torch-cpu, torch-cuda or ort-cuda"
 
@@ -191,7 +192,7 @@ def profile(
             try:
                 from infercast.distributed import profile_on_ray
             except ImportError:
-                raise ValueError("--ray needs Ray: pip install 'infercast[ray]'") from None
+                raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
             kinds = devices or []
             return profile_on_ray(
                 space, n, db, kinds, ray_address, backend, chunk=chunk, **common, **settings
@@ -214,3 +215,5 @@ def profile(
         f"{summary['skipped']} already in {db}; median 95% CI half-width "
         + (f"{width:.2%}" if width is not None else "n/a")
     )
+    if summary.get("restricted"):
+        console.print(f"note: {summary['restricted']}")

@@ -9,9 +9,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Table, app, console, print_json, run_guarded
-from infercast.paths import check_output_file
 
-_SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "flops", "params")
+_SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
 
 
 def _parse_weights(text: str | None) -> dict[str, float] | None:
@@ -84,36 +83,9 @@ def screen(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Screen design candidates against latency / memory / energy budgets; keep a Pareto shortlist."""
-    from infercast import screen as screening
-    from infercast.predict import CascadeBlend
+    from infercast.api import screen as run_screen
 
     def body() -> dict[str, Any]:
-        n = _count(n_text)
-        if out is not None:
-            check_output_file(out, (".parquet", ".csv"))
-        sources = sum(x is not None and x != [] for x in (configs, models)) + (
-            space is not None and configs is None
-        )
-        if sources != 1:
-            raise ValueError("give exactly one of --space, --space with --configs, or --model")
-        if configs is not None and space is None:
-            raise ValueError("--configs needs --space: the design space its columns belong to")
-        budgets = screening.Budgets(max_latency_ms, max_memory_mb, max_energy_j)
-        if not budgets.active():
-            raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
-        chosen = [o.strip() for o in objectives.split(",") if o.strip()]
-        model_a = CascadeBlend.load(predictor)
-        model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
-        if ray_address is not None and (models or configs is not None):
-            raise ValueError("--ray screens a sample of --space (not --configs or --model)")
-        if ray_address is not None:
-            candidates = None
-        elif models:
-            candidates = screening.from_models(list(models), timeout_s)
-        elif configs is not None:
-            candidates = screening.from_configs(configs, space or "")
-        else:
-            candidates = screening.from_space(space or "", n, seed)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
             tasks: dict[str, Any] = {}
@@ -123,51 +95,31 @@ def screen(
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done)
 
-            options = {
-                "shortlist": shortlist,
-                "risk": risk,
-                "predictor_b": model_b,
-                "weights": _parse_weights(weights),
-                "platform": platform,
-                "progress": progress,
-            }
-            if candidates is None:
-                try:
-                    from infercast.distributed import screen_on_ray
-                except ImportError:
-                    raise ValueError("--ray needs Ray: pip install 'infercast[ray]'") from None
-                result = screen_on_ray(
-                    predictor, space or "", n, budgets, chosen, ray_address, seed, shards, **options
-                )
-                import pandas as pd
-
-                from infercast.space import get as get_space
-
-                # validation builds the shortlisted configs from the space
-                candidates = screening.Candidates(pd.DataFrame(), get_space(space or ""))
-            else:
-                result = screening.screen(model_a, candidates, budgets, chosen, **options)
-        if validate and not result.shortlist.empty:
-            with console.status("measuring the shortlist", spinner="dots"):
-                result.validation = screening.validate(
-                    result, model_b or model_a, candidates, db, None, probe_rejected
-                )
-            if refit:
-                from infercast.api import train
-
-                with console.status("refitting the predictor", spinner="dots"):
-                    folder = Path(f"{predictor_b or predictor}-refit")
-                    summary = train(db, folder, platform=(model_b or model_a).info.platform.id)
-                result.validation["refit"] = {
-                    "predictor": str(folder),
-                    "test_metrics": summary["test_metrics"],
-                }
-        if out is not None and not result.shortlist.empty:
-            from infercast.tables import write_table
-
-            frame = result.shortlist.drop(columns=[c for c in result.shortlist.columns if c.startswith("_")])
-            write_table(frame, out)
-        return result.to_dict()
+            return run_screen(
+                predictor,
+                {"latency": max_latency_ms, "memory": max_memory_mb, "energy": max_energy_j},
+                objectives,
+                space=space,
+                n=_count(n_text),
+                seed=seed,
+                configs=configs,
+                models=list(models or []),
+                predictor_b=predictor_b,
+                weights=_parse_weights(weights),
+                shortlist=shortlist,
+                risk=risk,
+                platform=platform,
+                validate=validate,
+                probe_rejected=probe_rejected,
+                refit=refit,
+                db=db,
+                out=out,
+                ray_address=ray_address,
+                shards=shards,
+                timeout_s=timeout_s,
+                progress=progress,
+                status=None if as_json else lambda message: bar.console.print(f"{message}…"),
+            )
 
     data = run_guarded(body)
     if as_json:

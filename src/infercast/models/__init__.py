@@ -9,8 +9,8 @@
 ``space:carb-resnet?depth=18&…``   one configuration of a design space (``infercast.space``)
 =================================  ==================================================
 
-A ``torch.nn.Module`` object is accepted as is. Nothing downloads weights: costs depend on the
-architecture, not on trained values.
+A ``torch.nn.Module`` or ``onnx.ModelProto`` object is accepted as is. Nothing downloads weights:
+costs depend on the architecture, not on trained values.
 """
 
 from __future__ import annotations
@@ -103,8 +103,17 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
         return LoadedModel(
             type(model).__name__, "module", input_shape or DEFAULT_IMAGE_SHAPE, module=model.eval()
         )
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        from infercast.models.files import onnx_input_shape
+
+        name = model.graph.name or "onnx-model"
+        return LoadedModel(name, "onnx", input_shape or onnx_input_shape(model, name), onnx=model)
     if not isinstance(model, str) or not model.strip():
-        raise ModelLoadError(f"expected a model string or torch.nn.Module, got {model!r}")
+        raise ModelLoadError(
+            f"expected a model string, torch.nn.Module or onnx.ModelProto, got {type(model).__name__}"
+        )
     spec = model.strip()
     prefix, _, rest = spec.partition(":")
     if prefix == "space":

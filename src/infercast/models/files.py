@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -16,8 +17,6 @@ from infercast.paths import check_name_length
 def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
     import onnx
 
-    from infercast.graph.onnx_capture import default_input_shape
-
     file = Path(path)
     check_name_length(file)
     if not file.is_file():
@@ -28,17 +27,22 @@ def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedMode
     except Exception as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise ModelLoadError(f"{path} is not a valid ONNX model ({type(error).__name__}: {first})") from error
-    if input_shape is None:
-        declared = default_input_shape(model)
-        # a symbolic leading dimension is the batch: take 1; any other must be given
-        filled = tuple(1 if (d is None and i == 0) else d for i, d in enumerate(declared))
-        if any(d is None for d in filled):
-            raise ModelLoadError(
-                f"{path} declares a symbolic input dimension ({declared}); "
-                "pass --input-shape, e.g. 1x3x224x224"
-            )
-        input_shape = tuple(int(d) for d in filled if d is not None)
-    return LoadedModel(file.name, "onnx", input_shape, onnx=model, path=str(file))
+    shape = input_shape or onnx_input_shape(model, path)
+    return LoadedModel(file.name, "onnx", shape, onnx=model, path=str(file))
+
+
+def onnx_input_shape(model: Any, name: str) -> tuple[int, ...]:
+    """The input shape an ONNX model declares: a symbolic leading dimension is the batch (1); any
+    other symbolic dimension must be given."""
+    from infercast.graph.onnx_capture import default_input_shape
+
+    declared = default_input_shape(model)
+    filled = tuple(1 if (d is None and i == 0) else d for i, d in enumerate(declared))
+    if any(d is None for d in filled):
+        raise ModelLoadError(
+            f"{name} declares a symbolic input dimension ({declared}); pass --input-shape, e.g. 1x3x224x224"
+        )
+    return tuple(int(d) for d in filled if d is not None)
 
 
 def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | None) -> LoadedModel:

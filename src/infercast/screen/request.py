@@ -30,6 +30,20 @@ class Budgets:
                     f"{_BUDGET_TARGETS[name].replace('_', '-')}={value!r} must be a positive number"
                 )
 
+    @classmethod
+    def of(cls, budgets: Budgets | dict[str, float] | None) -> Budgets:
+        """Budgets from a ``Budgets``, or a dict keyed by target (``{"latency": 10, "memory": 40}``)
+        or by option (``{"max_latency_ms": 10}``)."""
+        if isinstance(budgets, cls):
+            return budgets
+        given = dict(budgets or {})
+        by_option = {_BUDGET_TARGETS.get(k, k): v for k, v in given.items()}
+        unknown = sorted(set(by_option) - set(_BUDGET_TARGETS.values()))
+        if unknown:
+            known = [*_BUDGET_TARGETS, *_BUDGET_TARGETS.values()]
+            raise ScreenError(f"unknown budget(s) {unknown}: use {', '.join(known)}")
+        return cls(**{k: None if v is None else float(v) for k, v in by_option.items()})
+
     def items(self) -> list[tuple[str, float | None]]:
         return [(target, getattr(self, option)) for target, option in _BUDGET_TARGETS.items()]
 
@@ -52,8 +66,8 @@ def check_request(
     if len(set(objectives)) != len(objectives) or not objectives:
         raise ScreenError(f"objectives {objectives} must be distinct and not empty")
     for target in [*budgets.active(), *(o for o in objectives if o in TARGETS)]:
-        if target not in predictor.stages:
-            reason = predictor.unavailable.get(target, "not trained")
+        if target not in predictor.stages_:
+            reason = predictor.unavailable_.get(target, "not trained")
             raise ScreenError(
                 f"the predictor cannot predict {target} ({reason}); drop that budget / objective"
             )

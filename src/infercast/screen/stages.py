@@ -61,10 +61,18 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return out.where(out.notna(), None).to_dict(orient="records")
 
 
+FEATURE_COLUMNS = [f"f_{name}" for name in FEATURE_NAMES]
+
+
+def feature_part(frame: pd.DataFrame) -> pd.DataFrame:
+    """The features of scored candidates (their ``f_`` columns) under their own names."""
+    return frame[FEATURE_COLUMNS].set_axis(list(FEATURE_NAMES), axis=1)
+
+
 def _inputs(features: pd.DataFrame, predictor: CascadeBlend) -> pd.DataFrame:
     """The predictor's input columns: the features + its platform's settings."""
     frame = feature_frame(features, predictor.info.platform.settings)
-    return frame[predictor.feature_names]
+    return frame[predictor.feature_names_]
 
 
 def stage_one(
@@ -97,8 +105,8 @@ def stage_one(
         for target, values in fast.items():
             frame[f"_fast_{target}"] = values
         frame["_violation"] = worst
-        frame["flops"] = features["flops"].to_numpy()
-        frame["params"] = features["params"].to_numpy()
+        frame["f_flops"] = features["flops"].to_numpy()
+        frame["f_params"] = features["params"].to_numpy()
         survivors.append(frame[keep])
         if keep_closest and (~keep).any():
             nearest.append(frame[~keep].nsmallest(keep_closest, "_violation"))
@@ -155,8 +163,12 @@ def stage_two(
         if progress is not None:
             progress("stage 2", min(start + 50_000, len(x)), len(x))
     predicted = pd.concat(parts)
-    named = named.drop(columns=[c for c in FEATURE_NAMES if c in named.columns]).reset_index(drop=True)
-    scored = pd.concat([named, features.reset_index(drop=True), predicted.reset_index(drop=True)], axis=1)
+    # a config's parameters and its features share names (depth, batch) but not meanings: the
+    # features go in as f_<name>, as `space sample --features` writes them
+    named = named.drop(columns=[c for c in FEATURE_COLUMNS if c in named.columns]).reset_index(drop=True)
+    scored = pd.concat(
+        [named, features.reset_index(drop=True).add_prefix("f_"), predicted.reset_index(drop=True)], axis=1
+    )
     feasible = np.ones(len(scored), dtype=bool)
     violation = np.zeros(len(scored))
     for target, limit in budgets.active().items():
@@ -174,14 +186,14 @@ def stage_two(
 
 
 def _objective_values(frame: pd.DataFrame, objectives: list[str]) -> np.ndarray:
-    columns = [TARGETS.get(o, o) for o in objectives]
+    columns = [TARGETS.get(o, f"f_{o}") for o in objectives]
     return frame[columns].to_numpy(dtype=np.float64)
 
 
 def screen(
     predictor: CascadeBlend,
     candidates: Candidates,
-    budgets: Budgets,
+    budgets: Budgets | dict[str, float],
     objectives: list[str],
     shortlist: int = 10,
     risk: float = 0.05,
@@ -191,11 +203,13 @@ def screen(
     progress: Progress | None = None,
     stage_one_runner: Callable[..., tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]] | None = None,
 ) -> ScreenResult:
-    """Screen ``candidates`` against ``budgets``; see the module docstring for the stages.
+    """Screen ``candidates`` against ``budgets`` (a ``Budgets`` or a dict such as
+    ``{"latency": 10, "memory": 40}``); see the package docstring for the stages.
     ``stage_one_runner`` replaces the local ``stage_one`` (same arguments and results): the Ray
     route generates, featurises and filters the candidates on a cluster."""
     if shortlist < 1:
         raise ScreenError(f"--shortlist={shortlist} must be at least 1")
+    budgets = Budgets.of(budgets)
     check_request(predictor, candidates, budgets, objectives, platform if predictor_b is None else None)
     if predictor_b is not None:
         check_request(predictor_b, candidates, budgets, objectives, platform)
@@ -228,8 +242,10 @@ def screen(
     picked = feasible.iloc[rows].copy()
     picked["front"] = ranks
     scorer = predictor_b or predictor
-    if scorer.ood is not None:
-        picked["ood"], picked["ood_reason"] = scorer.ood.check(_inputs(picked, scorer).to_numpy())
+    if scorer.ood_ is not None:
+        picked["ood"], picked["ood_reason"] = scorer.ood_.check(
+            _inputs(feature_part(picked), scorer).to_numpy()
+        )
     result.shortlist = picked.reset_index(drop=True)
     infeasible = scored[~scored["feasible"]]
     result.rejected_near = infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation")

@@ -19,7 +19,7 @@ from infercast.measure import backends, run_campaign
 from infercast.predict import TARGETS, CascadeBlend
 from infercast.screen.candidates import Candidates
 from infercast.screen.request import ScreenError
-from infercast.screen.stages import ScreenResult
+from infercast.screen.stages import ScreenResult, feature_part
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 
@@ -47,7 +47,7 @@ def validate(
     if frame.empty:
         raise ScreenError("nothing to validate: the shortlist is empty")
     if candidates.space is not None:
-        rows = candidates.space.config_rows(frame, frame[list(FEATURE_NAMES)])
+        rows = candidates.space.config_rows(frame, feature_part(frame))
     else:  # model strings: their id is the string itself, their features were captured
         rows = [
             {
@@ -57,7 +57,7 @@ def validate(
                 "params": {},
                 "features": dict(zip(FEATURE_NAMES, map(float, f), strict=True)),
             }
-            for m, f in zip(frame["model"], frame[list(FEATURE_NAMES)].to_numpy(), strict=True)
+            for m, f in zip(frame["model"], feature_part(frame).to_numpy(), strict=True)
         ]
     campaign = f"screen-validate:{zlib.crc32(json.dumps(sorted(frame['id'].astype(str))).encode()):08x}"
     run_campaign(rows, db, backend, campaign, protocol, progress=progress)

@@ -1,0 +1,30 @@
+"""The workflows behind the CLI's commands, as functions a program calls: each takes paths and
+plain values and returns plain data (dicts / lists). They sit above the stages (store → learners →
+predictor directories; models → graphs → predictions; candidates → shortlist), so ``predict``
+itself learns from tables only.
+
+- ``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``suggest``: ``api.training``;
+- ``predict``, ``predict_models``, ``measure``: ``api.predicting`` (model strings, ``nn.Module``,
+  ``onnx.ModelProto``, ONNX paths);
+- ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs.
+"""
+
+from __future__ import annotations
+
+from infercast.api.predicting import load_predictor, measure, predict, predict_models
+from infercast.api.screening import screen
+from infercast.api.training import adapt, evaluate, predict_ops, suggest, train, train_ops
+
+__all__ = [
+    "adapt",
+    "evaluate",
+    "load_predictor",
+    "measure",
+    "predict",
+    "predict_models",
+    "predict_ops",
+    "screen",
+    "suggest",
+    "train",
+    "train_ops",
+]

@@ -1,0 +1,196 @@
+"""Predictions and measurements of the models users hold: model strings, ``nn.Module`` and
+``onnx.ModelProto`` objects, ONNX paths. ``predict`` and ``measure`` are what ``infercast.predict(…)``
+and ``infercast.measure(…)`` call."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from infercast.predict.adapt import Adapted
+from infercast.predict.blend import TARGETS, CascadeBlend
+from infercast.predict.data import feature_frame
+from infercast.predict.errors import PredictorError
+from infercast.predict.opwise import OpWise
+
+
+def model_name(model: Any, graph: Any = None) -> str:
+    """How a model is named in results: its string, else its graph's or class's name."""
+    if isinstance(model, str | Path):
+        return str(model)
+    return getattr(graph, "name", "") or type(model).__name__
+
+
+def load_predictor(folder: str | Path) -> CascadeBlend | Adapted:
+    """A model-level predictor directory (from ``train`` or ``adapt``); an op-wise one is refused
+    with what to use instead."""
+    from infercast.predict import load
+
+    model = load(folder)
+    if isinstance(model, OpWise):
+        raise PredictorError(
+            f"{folder}: an op-wise predictor of tables; use `infercast predict-ops` with it, or a "
+            "predictor directory from `infercast train`"
+        )
+    return model
+
+
+def opwise_of(folder: str | Path) -> OpWise | None:
+    """The op-wise predictor ``train`` wrote beside the blend, if it did."""
+    sub = Path(folder) / "opwise"
+    return OpWise.load(sub) if (sub / "meta.json").is_file() else None
+
+
+def predict_models(
+    folder: str | Path,
+    models: Sequence[Any],
+    input_shape: str | tuple[int, ...] | None = None,
+    batch_size: int | None = None,
+    timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Predict models — model strings, ``nn.Module`` or ``onnx.ModelProto`` objects, ONNX paths —
+    with the predictor directory ``folder``: per model latency_ms, energy_j (or None with the
+    reason), peak_memory_mb, their intervals, ``ood`` with its reason, and the op-wise latency
+    where the predictor has one. A model running user code must load within ``timeout_s``."""
+    from infercast.features import features
+    from infercast.models.guarded import capture_model
+    from infercast.predict.fusion import kernel_table, rules_for
+
+    blend = load_predictor(folder)
+    opwise = opwise_of(folder)
+    platform = blend.info.platform
+    settings = platform.settings
+    graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
+
+    x = feature_frame([features(g) for g in graphs], settings)
+    predicted = blend.predict(x)
+    op_predicted = None
+    if opwise is not None:
+        rules = rules_for(platform.backend, settings)
+        table = pd.concat(
+            [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)], ignore_index=True
+        )
+        op_predicted = opwise.predict(table)
+    results = []
+    for i, model in enumerate(models):
+        row = predicted.iloc[i]
+        result: dict[str, Any] = {
+            "model": model_name(model, graphs[i]),
+            "input_shape": list(graphs[i].input_shape),
+        }
+        for target, column in TARGETS.items():
+            if target in blend.unavailable_ or target not in blend.stages_:
+                result[column] = None
+                result[f"{column}_reason"] = blend.unavailable_.get(target, "not trained")
+                continue
+            result[column] = float(row[column])
+            result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
+        result["ood"] = bool(row["ood"])
+        result["ood_reason"] = row["ood_reason"] or None
+        if op_predicted is not None:
+            op_row = op_predicted.loc[str(i)]
+            result["opwise"] = {
+                "latency_ms": float(op_row["latency_ms"]),
+                "latency_ms_interval": [float(op_row["latency_ms_low"]), float(op_row["latency_ms_high"])],
+                "kernel_sum_ms": float(op_row["kernel_sum_ms"]),
+                "ood": bool(op_row["ood"]),
+                "ood_reason": op_row["ood_reason"] or None,
+            }
+        results.append(result)
+    return results
+
+
+def _many(models: Any) -> tuple[list[Any], bool]:
+    """One model or a list of them (a string, a module or an ONNX model is one)."""
+    if isinstance(models, list | tuple):
+        return list(models), True
+    return [models], False
+
+
+def _input_shape(input_shape: Any, example_input: Any) -> Any:
+    if example_input is None:
+        return input_shape
+    shape = tuple(int(d) for d in example_input.shape)
+    if input_shape is not None and tuple(input_shape) != shape:
+        raise ValueError(f"input_shape={input_shape} differs from example_input's shape {shape}")
+    return shape
+
+
+def predict(
+    models: Any,
+    predictor: str | Path,
+    input_shape: tuple[int, ...] | str | None = None,
+    example_input: Any = None,
+    batch_size: int | None = None,
+    timeout_s: float | None = 180.0,
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Latency, peak memory and energy (or why not) of one model or a list of them, with 90 %
+    intervals and OOD flags, from a predictor directory (``infercast train`` / ``adapt``).
+
+    A model is a model string (``pytorchcv:resnet18``, ``space:carb-resnet?depth=18``, a ``.onnx``
+    path, ``file.py:factory``), an ``nn.Module`` (give ``input_shape`` or ``example_input``) or an
+    ``onnx.ModelProto``. One model gives one dict; a list gives a list."""
+    items, many = _many(models)
+    shape = _input_shape(input_shape, example_input)
+    results = predict_models(predictor, items, shape, batch_size, timeout_s)
+    return results if many else results[0]
+
+
+def measure(
+    models: Any,
+    backend: str = "ort-cpu",
+    input_shape: tuple[int, ...] | str | None = None,
+    example_input: Any = None,
+    db: str | Path | None = None,
+    **options: Any,
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Measure one model or a list on this machine (``infercast.measure.measure`` takes the
+    options: protocol, energy, campaign, op_runs, threads, opt_level…). Model objects run on ONNX
+    Runtime: an ``nn.Module`` is exported to ONNX (``input_shape`` or ``example_input`` gives its
+    input), an ``onnx.ModelProto`` saved, each to a temporary file the worker process loads."""
+    from infercast.measure import measure as run_measure
+    from infercast.models import parse_input_shape
+
+    items, many = _many(models)
+    shape = _input_shape(input_shape, example_input)
+    if isinstance(shape, str):
+        shape = parse_input_shape(shape)
+    with tempfile.TemporaryDirectory(prefix="infercast-measure-") as folder:
+        specs = [_as_spec(m, shape, backend, Path(folder) / f"model{i}.onnx") for i, m in enumerate(items)]
+        results = run_measure(specs, backend, db=db, input_shape=shape, **options)
+    for model, result in zip(items, results, strict=True):
+        if not isinstance(model, str | Path):
+            result["model"] = model_name(model)
+    return results if many else results[0]
+
+
+def _as_spec(model: Any, shape: tuple[int, ...] | None, backend: str, path: Path) -> str:
+    """A model string the measurement worker can load: strings as they are, objects as ONNX files."""
+    if isinstance(model, str | Path):
+        return str(model)
+    import onnx
+    import torch
+
+    if not backend.startswith("ort-"):
+        raise ValueError(
+            f"measuring a {type(model).__name__} object on {backend} needs a model string the worker "
+            "can build (file.py:factory); on ort-* backends it is exported to ONNX"
+        )
+    if isinstance(model, onnx.ModelProto):
+        onnx.save(model, str(path))
+        return str(path)
+    if isinstance(model, torch.nn.Module):
+        if shape is None:
+            raise ValueError(f"measuring a {type(model).__name__}: give input_shape or example_input")
+        from infercast.measure.backends.ort_cpu import onnx_bytes
+        from infercast.models import load_model
+
+        path.write_bytes(onnx_bytes(load_model(model, shape)))
+        return str(path)
+    raise ValueError(
+        f"cannot measure a {type(model).__name__}: give a model string, nn.Module or onnx.ModelProto"
+    )

@@ -1,0 +1,117 @@
+"""The screening flow ``infercast screen`` runs, as one function: where the candidates come from
+(a space sample, a table of configs, model strings, or a Ray cluster), the two stages and the
+shortlist, validation on this machine, a refit on what validation measured, the shortlist file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from infercast.errors import install_hint
+from infercast.paths import check_output_file
+
+
+def screen(
+    predictor: str | Path,
+    budgets: Any,
+    objectives: Sequence[str] | str = ("latency", "memory"),
+    space: str | None = None,
+    n: int = 1_000_000,
+    seed: int = 0,
+    configs: str | Path | None = None,
+    models: Sequence[Any] | None = None,
+    predictor_b: str | Path | None = None,
+    weights: dict[str, float] | None = None,
+    shortlist: int = 10,
+    risk: float = 0.05,
+    platform: str | None = None,
+    validate: bool = False,
+    probe_rejected: int = 3,
+    refit: bool = False,
+    db: str | Path = "runs.db",
+    out: str | Path | None = None,
+    ray_address: str | None = None,
+    shards: int | None = None,
+    timeout_s: float | None = 180.0,
+    progress: Callable[[str, int, int], None] | None = None,
+    status: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Screen candidates against ``budgets`` with the predictor directory ``predictor``.
+
+    Candidates: ``space`` (``n`` sampled with ``seed``), ``space`` + ``configs`` (a Parquet / CSV of
+    its configs) or ``models`` (model strings or objects). ``budgets``: a ``screen.Budgets`` or a
+    dict such as ``{"latency": 10, "memory": 40}`` (``max_latency_ms`` … spelled out works too).
+    ``predictor_b`` re-scores the survivors (another platform); ``validate`` measures the shortlist
+    (and ``probe_rejected`` near rejects) into ``db``; ``refit`` then retrains the predictor into
+    ``<predictor>-refit``; ``out`` writes the shortlist; ``ray_address`` runs stage 1 on a cluster.
+    ``progress(stage, done, total)`` follows the stages, ``status(message)`` the slow steps.
+    Returns the result as plain data (``ScreenResult.to_dict``)."""
+    from infercast import screen as screening
+    from infercast.predict import CascadeBlend
+
+    tell = status or (lambda message: None)
+    if out is not None:
+        check_output_file(out, (".parquet", ".csv"))
+    sources = (configs is not None) + bool(models) + (space is not None and configs is None)
+    if sources != 1:
+        raise ValueError("give exactly one of --space, --space with --configs, or --model")
+    if configs is not None and space is None:
+        raise ValueError("--configs needs --space: the design space its columns belong to")
+    if ray_address is not None and (models or configs is not None):
+        raise ValueError("--ray screens a sample of --space (not --configs or --model)")
+    chosen_budgets = screening.Budgets.of(budgets)
+    if not chosen_budgets.active():
+        raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
+    chosen = [o.strip() for o in objectives.split(",")] if isinstance(objectives, str) else list(objectives)
+    chosen = [o for o in chosen if o]
+    model_a = CascadeBlend.load(predictor)
+    model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
+    options = {
+        "shortlist": shortlist,
+        "risk": risk,
+        "predictor_b": model_b,
+        "weights": weights,
+        "platform": platform,
+        "progress": progress,
+    }
+    if ray_address is not None:
+        try:
+            from infercast.distributed import screen_on_ray
+        except ImportError:
+            raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
+        from infercast.space import get as get_space
+
+        result = screen_on_ray(
+            predictor, space or "", n, chosen_budgets, chosen, ray_address, seed, shards, **options
+        )
+        # validation builds the shortlisted configs from the space
+        candidates = screening.Candidates(pd.DataFrame(), get_space(space or ""))
+    else:
+        if models:
+            candidates = screening.from_models(list(models), timeout_s)
+        elif configs is not None:
+            candidates = screening.from_configs(configs, space or "")
+        else:
+            candidates = screening.from_space(space or "", n, seed)
+        result = screening.screen(model_a, candidates, chosen_budgets, chosen, **options)
+    if validate and not result.shortlist.empty:
+        tell("measuring the shortlist")
+        result.validation = screening.validate(
+            result, model_b or model_a, candidates, db, None, probe_rejected
+        )
+        if refit:
+            from infercast.api.training import train
+
+            tell("refitting the predictor")
+            folder = Path(f"{predictor_b or predictor}-refit")
+            summary = train(db, folder, platform=(model_b or model_a).info.platform.id)
+            result.validation["refit"] = {"predictor": str(folder), "test_metrics": summary["test_metrics"]}
+    if out is not None and not result.shortlist.empty:
+        from infercast.tables import write_table
+
+        frame = result.shortlist.drop(columns=[c for c in result.shortlist.columns if c.startswith("_")])
+        write_table(frame, out)
+    return result.to_dict()
