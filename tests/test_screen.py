@@ -84,13 +84,16 @@ def test_screen_keeps_only_feasible_non_dominated_candidates(predictor) -> None:
     picked = result.shortlist
     assert len(picked) == 6
     assert (picked["latency_ms"] <= 20.0).all() and (picked["peak_memory_mb"] <= 200.0).all()
+    # a config's parameters keep their names; its features are f_<name> (depth means different things)
+    for _, row in picked.iterrows():
+        assert f"depth={row['depth']}&" in row["model"] and row["f_depth"] > 0
     # no feasible re-scored candidate dominates a first-front pick
     feasible = screen.stage_two(
         blend, screen.stage_one(blend, candidates, budgets, 0.05)[0], candidates, budgets
     )[0].query("feasible")
-    values = feasible[["latency_ms", "peak_memory_mb", "params"]].to_numpy()
+    values = feasible[["latency_ms", "peak_memory_mb", "f_params"]].to_numpy()
     for _, row in picked[picked["front"] == 1].iterrows():
-        assert not _dominated(values, row[["latency_ms", "peak_memory_mb", "params"]].to_numpy(dtype=float))
+        assert not _dominated(values, row[["latency_ms", "peak_memory_mb", "f_params"]].to_numpy(dtype=float))
 
 
 def test_a_lower_risk_keeps_more_candidates(predictor) -> None:

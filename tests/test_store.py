@@ -67,7 +67,11 @@ def test_round_trip_and_no_duplicates(tmp_path) -> None:
         assert store.platforms().loc[0, "settings"] == {"threads": 1, "opt_level": "all"}
         for suffix in (".parquet", ".csv"):
             out = store.export(tmp_path / f"runs{suffix}")
-            assert len(pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)) == 2
+            flat = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
+            assert len(flat) == 2
+            # flat columns: the platform's backend and settings, the config's parameters
+            assert (flat["backend"] == "ort-cpu").all() and (flat["setting_opt_level"] == "all").all()
+            assert list(flat["param_k"]) == [1, 1] and "params" not in flat.columns
         with pytest.raises(InfercastError, match=r"use a \.parquet or \.csv"):
             store.export(tmp_path / "runs.xlsx")
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

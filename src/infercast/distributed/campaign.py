@@ -115,7 +115,7 @@ def profile_on_ray(
         raise MeasureError(f"chunk={chunk!r} must be ≥ 1 and max_retries={max_retries!r} ≥ 0")
     resources = {kind: device_resource(kind) for kind in kinds}
     chosen = backends.get(backend, **settings)  # validates the backend and its settings here
-    rows, name = campaign_rows(space, n, seed, stratified, limit)
+    rows, name = campaign_rows(space, n, seed, stratified, limit, chosen.precisions)
     job = _Job(chosen.name, settings, asdict(protocol or Protocol()), energy, op_runs, chunk, max_retries)
     tell = progress or (lambda event, state: None)
     with connected(address):

@@ -11,6 +11,7 @@ latency protocol in ``measure.protocol``.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from infercast import CallableStage
 from infercast.errors import InfercastError
 from infercast.measure import backends
 from infercast.measure.backends.base import Backend, MeasureError
@@ -177,20 +179,46 @@ def profile(
     median CI half-width.
     """
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
-    rows, name = campaign_rows(space, n, seed, stratified, limit)
-    return run_campaign(rows, db, chosen, campaign or name, protocol, energy, op_runs, progress)
+    rows, name = campaign_rows(space, n, seed, stratified, limit, chosen.precisions)
+    summary = run_campaign(rows, db, chosen, campaign or name, protocol, energy, op_runs, progress)
+    restricted = restriction_note(space, chosen)
+    return {**summary, "restricted": restricted} if restricted else summary
+
+
+def restriction_note(space: str, backend: Backend) -> str | None:
+    """What a campaign of ``space`` on ``backend`` leaves out: the precisions it cannot run."""
+    from infercast.space import get
+
+    param = next((p for p in get(space).params if p.name == "precision"), None)
+    if param is None or backend.precisions is None:
+        return None
+    left_out = [v for v in param.choices if v not in backend.precisions]
+    if not left_out:
+        return None
+    return (
+        f"sampled precision {', '.join(backend.precisions)} only: {backend.name} cannot run "
+        f"{', '.join(left_out)}"
+    )
 
 
 def campaign_rows(
-    space: str, n: int, seed: int = 0, stratified: bool = True, limit: int | None = None
+    space: str,
+    n: int,
+    seed: int = 0,
+    stratified: bool = True,
+    limit: int | None = None,
+    precisions: tuple[str, ...] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """The config rows a ``profile`` campaign measures (see ``profile`` for ``limit``) and the
-    campaign's default name; the local engine and a Ray cluster measure the same rows."""
-    from infercast.space import get
+    campaign's default name; the local engine and a Ray cluster measure the same rows. With
+    ``precisions`` the sample is drawn from the configs of those precisions only."""
+    from infercast.space import get, restrict
 
     if limit is not None and limit < 1:
         raise MeasureError(f"limit={limit!r}: measure at least one config (or leave it out)")
     chosen = get(space)
+    if precisions is not None and any(p.name == "precision" for p in chosen.params):
+        chosen = restrict(chosen, "precision", precisions)
     # a campaign holds each config's row (parameters and ~40 features) until it is stored
     check_fits(f"profiling {chosen.name}", n if limit is None else min(n, limit), 6_000, " configs")
     # a small space sampled with replacement repeats configs: each is measured once
@@ -250,3 +278,7 @@ def run_campaign(
     summary["left"] = book.left
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary
+
+
+# ``infercast.measure(…)`` calls ``infercast.api.measure`` (see the package ``infercast``)
+sys.modules[__name__].__class__ = CallableStage

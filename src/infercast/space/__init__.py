@@ -14,7 +14,7 @@ from infercast.space.nb201 import NB201
 
 _SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet, MobileNAS, NB201)}
 
-__all__ = ["Param", "Space", "SpaceError", "get", "names", "parse_model_string"]
+__all__ = ["Param", "Space", "SpaceError", "get", "names", "parse_model_string", "restrict"]
 
 
 def names() -> list[str]:
@@ -34,6 +34,13 @@ def get(name: str) -> Space:
         hint = f"; did you mean {', '.join(close)}?" if close else f"; spaces: {', '.join(names())}"
         raise SpaceError(f"unknown design space {name!r}{hint}")
     return _SPACES[name]()
+
+
+def restrict(space: Space, name: str, values: tuple[Any, ...] | list[Any]) -> Space:
+    """``space`` with parameter ``name`` limited to ``values`` (see ``space.user.restrict``)."""
+    from infercast.space.user import restrict as restricted
+
+    return restricted(space, name, values)
 
 
 def parse_model_string(spec: str) -> tuple[Space, dict[str, Any]]:

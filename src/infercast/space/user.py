@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from infercast.space.base import Param, Space, SpaceError
+from infercast.space.base import Param, Space, SpaceError, spell
 
 _TOP_KEYS = {"name", "family", "description", "params"}
 _RANGE_KEYS = {"min", "max", "step"}
@@ -59,6 +59,24 @@ class UserSpace(Space):
 
     def features(self, configs: Any) -> pd.DataFrame:
         return self.family.features(configs)
+
+
+def restrict(space: Space, name: str, values: tuple[Any, ...] | list[Any]) -> Space:
+    """``space`` with parameter ``name`` limited to ``values`` (in the space's order): a user space
+    of the same family, so its configs keep their model strings, ids and features."""
+    family = space.family if isinstance(space, UserSpace) else space
+    params = []
+    for param in space.params:
+        if param.name == name:
+            kept = tuple(c for c in param.choices if c in values)
+            if not kept:
+                raise SpaceError(
+                    f"{space.name}: none of {name}'s values ({param.allowed}) is among {list(values)}"
+                )
+            default = param.fallback if param.fallback in kept else kept[0]
+            param = Param(name, kept, param.help, _describe(param, kept), default)
+        params.append(param)
+    return UserSpace(space.name, family, tuple(params), space.description)
 
 
 def load_user_space(path: str | Path) -> UserSpace:
@@ -148,7 +166,18 @@ def _restrict(path: str | Path, param: Param, spec: Any) -> Param:
         raise SpaceError(f"{where}: {spec!r} selects none of {param.name}'s values ({param.allowed})")
     ordered = tuple(c for c in param.choices if c in values)
     default = param.fallback if param.fallback in ordered else ordered[0]
-    return Param(param.name, ordered, param.help, "" if len(ordered) < 40 else param.describe, default)
+    return Param(param.name, ordered, param.help, _describe(param, ordered), default)
+
+
+def _describe(param: Param, ordered: tuple[Any, ...]) -> str:
+    """How the restricted values read: listed when few, else their own range (a family's rule,
+    such as which depths a block allows, still applies within it)."""
+    if len(ordered) < 40:
+        return ""
+    rule = param.describe.partition(";")[2].strip()
+    return f"{spell(ordered[0])}–{spell(ordered[-1])} ({len(ordered)} values" + (
+        f"; {rule})" if rule else ")"
+    )
 
 
 def _on_step(offset: float, step: float) -> bool:

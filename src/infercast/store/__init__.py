@@ -339,8 +339,32 @@ class Store:
         return pd.concat([frame, rows], axis=1)
 
     def export(self, out: str | Path) -> Path:
-        """Measurements to ``.parquet`` or ``.csv``."""
-        return write_table(self.measurements(), out)
+        """Measurements to ``.parquet`` or ``.csv``, one flat row each: the statistics, the
+        platform's ``backend`` and settings (``setting_<name>``), the config's parameters
+        (``param_<name>``) and analytic features (``f_<name>``); raw samples stay JSON text."""
+        return write_table(self.flat_measurements(), out)
+
+    def flat_measurements(self) -> pd.DataFrame:
+        """``measurements()`` with the JSON columns spread into plain columns (see ``export``)."""
+        frame = self.measurements()
+        platforms = self.platforms().set_index("id")
+        frame.insert(
+            frame.columns.get_loc("platform_id") + 1,
+            "backend",
+            frame["platform_id"].map(platforms["backend"]),
+        )
+        parts = [frame.drop(columns=["params", "features"])]
+        for column, prefix in (("params", "param_"), ("features", "f_")):
+            spread = pd.DataFrame.from_records(
+                [json.loads(v) if isinstance(v, str) else {} for v in frame[column]], index=frame.index
+            )
+            parts.append(spread.add_prefix(prefix))
+        settings = pd.DataFrame.from_records(
+            [platforms.at[p, "settings"] if p in platforms.index else {} for p in frame["platform_id"]],
+            index=frame.index,
+        )
+        parts.append(settings.add_prefix("setting_"))
+        return pd.concat(parts, axis=1)
 
 
 def _json(value: Any) -> str | None:

@@ -56,6 +56,9 @@ class Backend(ABC):
 
     name: ClassVar[str]
     device: ClassVar[str]
+    # the precisions the backend runs; None: whatever the model is built in (a config of another
+    # precision would only fail, so a campaign samples only these)
+    precisions: ClassVar[tuple[str, ...] | None] = None
     # Where a worker starts counting peak memory: before the model is loaded (the weights the
     # session runs from are the model's own) or only before ``open`` (the session holds its own
     # copy, and what ``prepare`` built to get there is released first).

@@ -116,6 +116,8 @@ class OrtCpuBackend(Backend):
     device: ClassVar[str] = "cpu"
     memory_from_load: ClassVar[bool] = False
     providers: ClassVar[list[str]] = ["CPUExecutionProvider"]
+    # the CPU provider has no fp16 / bf16 convolution kernels: such a model fails to load
+    precisions: ClassVar[tuple[str, ...] | None] = ("fp32",)
     # the heap is where the CPU provider's memory lives; a GPU provider's is elsewhere
     host_heap_memory: ClassVar[bool] = True
 

@@ -12,6 +12,7 @@ class OrtCudaBackend(OrtCpuBackend):
     device: ClassVar[str] = "cuda"
     # outputs come back to the host, so ``run`` returns only once the GPU work is done
     providers: ClassVar[list[str]] = ["CUDAExecutionProvider"]
+    precisions: ClassVar[tuple[str, ...] | None] = None  # the CUDA provider runs fp16 too
     host_heap_memory: ClassVar[bool] = False
 
     def available(self) -> str | None:
