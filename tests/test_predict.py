@@ -28,7 +28,8 @@ from infercast.predict import (
 )
 from infercast.predict.data import feature_frame
 from infercast.predict.forest import ArrayForest
-from infercast.predict.opwise import OpWise, kernels
+from infercast.predict.optable import kernels
+from infercast.predict.opwise import OpWise
 
 from .helpers import E2E_SPACE, FAST, SMALL, cost_law, infercast
 

@@ -24,7 +24,7 @@ from infercast.graph.ops import is_alias, kind_of
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.fusion import shape_arithmetic
-from infercast.predict.opwise import SHAPE_COLUMNS
+from infercast.predict.optable import SHAPE_COLUMNS
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 

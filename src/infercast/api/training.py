@@ -24,7 +24,8 @@ from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import stratified_split
-from infercast.predict.opwise import OpWise, check_e2e_table, check_op_table
+from infercast.predict.optable import check_e2e_table, check_op_table
+from infercast.predict.opwise import OpWise
 from infercast.store import Store
 from infercast.tables import read_table
 

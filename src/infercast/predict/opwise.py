@@ -10,7 +10,7 @@
    (models held out by group k-fold), so it learns the errors the kernel models really make.
 4. A split-conformal interval from the out-of-fold end-to-end log residuals.
 
-The op table (Parquet / CSV) is documented in docs/formats.md: ``model, op_type, kernel
+The op table (Parquet / CSV, ``predict.optable``) is documented in docs/formats.md: ``model, op_type, kernel
 (optional), h_in, w_in, c_in, h_out, w_out, c_out, kernel_size, stride, groups, flops,
 latency_ms`` (+ optional ``bytes``, ``n_ops``); the end-to-end table ``model, latency_ms``.
 """
@@ -31,106 +31,11 @@ from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile, put_interval
 from infercast.predict.learners import XGBoostLearner
 from infercast.predict.metrics import log_r2_score, regression_metrics
+from infercast.predict.optable import SHAPE_COLUMNS, e2e_series, kernels
 from infercast.predict.overhead import OverheadRidge, overhead_features
 
-SHAPE_COLUMNS = (
-    "h_in",
-    "w_in",
-    "c_in",
-    "h_out",
-    "w_out",
-    "c_out",
-    "kernel_size",
-    "stride",
-    "groups",
-    "flops",
-)
-REQUIRED_OP_COLUMNS = ("model", "op_type")
-_WEIGHTED = ("conv", "dwconv", "gconv", "linear")
 _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
 _POOLED = "pooled"
-
-
-def check_op_table(ops: pd.DataFrame, training: bool = False, name: str = "op table") -> None:
-    """The one validation of an op table (docs/formats.md), for training and for prediction:
-    the required columns (``latency_ms`` too when ``training``), the op-type vocabulary, and
-    numbers where numbers belong. ``name`` (the file) starts every message."""
-    required = (*REQUIRED_OP_COLUMNS, "latency_ms") if training else REQUIRED_OP_COLUMNS
-    missing = [c for c in required if c not in ops.columns]
-    if missing:
-        raise PredictorError(f"{name} lacks the column(s) {', '.join(missing)} (see docs/formats.md)")
-    if ops.empty:
-        raise PredictorError(f"{name} has no rows")
-    unknown = sorted(set(ops["op_type"].astype(str)) - set(OP_GROUPS))
-    if unknown:
-        raise PredictorError(
-            f"{name} has op_type values outside the vocabulary: {unknown} (use {list(OP_GROUPS)})"
-        )
-    for column in (*SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"):
-        if column not in ops.columns:
-            continue
-        numbers = pd.to_numeric(ops[column], errors="coerce")
-        bad = numbers.isna() & ops[column].notna()
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise PredictorError(
-                f"{name}: column {column}, row {row + 1}: {ops[column].iloc[row]!r} is not a number"
-            )
-
-
-def check_e2e_table(e2e: pd.DataFrame, name: str = "end-to-end table") -> None:
-    """An end-to-end table: ``model`` and a numeric ``latency_ms``."""
-    missing = [c for c in ("model", "latency_ms") if c not in e2e.columns]
-    if missing:
-        raise PredictorError(f"{name} lacks the column(s) {', '.join(missing)}: it needs model, latency_ms")
-    numbers = pd.to_numeric(e2e["latency_ms"], errors="coerce")
-    bad = numbers.isna() & e2e["latency_ms"].notna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise PredictorError(
-            f"{name}: latency_ms, row {row + 1}: {e2e['latency_ms'].iloc[row]!r} is not a number"
-        )
-
-
-def kernels(ops: pd.DataFrame) -> pd.DataFrame:
-    """Op rows → one row per executed kernel: the main op's shapes (the weighted op, else the
-    first one that is not a norm / activation / elementwise op), FLOPs and bytes summed over the
-    kernel's ops, ``n_ops`` ops covered, latency summed over the rows that carry one."""
-    check_op_table(ops)
-    frame = ops.copy()
-    frame["model"] = frame["model"].astype(str)
-    frame["op_type"] = frame["op_type"].astype(str)
-    for column in (*SHAPE_COLUMNS, "bytes", "latency_ms"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else np.nan
-    if "n_ops" not in frame:
-        frame["n_ops"] = 1.0
-    if "kernel" not in frame or frame["kernel"].isna().all():
-        frame["kernel"] = np.arange(len(frame))
-    frame["kernel"] = (
-        frame["kernel"].astype(str).where(frame["kernel"].notna(), "row" + frame.index.astype(str))
-    )
-    rank = frame["op_type"].map(
-        lambda t: 0 if t in _WEIGHTED else (2 if t in ("bn", "act", "add", "mul") else 1)
-    )
-    frame["_rank"] = rank
-    frame["_order"] = np.arange(len(frame))
-    main = (
-        frame.sort_values(["_rank", "_order"])
-        .drop_duplicates(["model", "kernel"])
-        .set_index(["model", "kernel"])
-    )
-    grouped = frame.groupby(["model", "kernel"], sort=False)
-    out = main[["op_type", *SHAPE_COLUMNS]].copy()
-    out["flops"] = grouped["flops"].sum(min_count=1)
-    out["bytes"] = grouped["bytes"].sum(min_count=1)
-    out["n_ops"] = grouped["n_ops"].sum()
-    out["latency_ms"] = grouped["latency_ms"].sum(min_count=1)
-    out["_order"] = main["_order"]
-    out = out.sort_values("_order").drop(columns="_order").reset_index()
-    out["log_flops"] = np.log1p(out["flops"])
-    out["log_bytes"] = np.log1p(out["bytes"])
-    out["intensity"] = out["flops"] / out["bytes"]
-    return out
 
 
 class OpWise(Described):
@@ -208,7 +113,7 @@ class OpWise(Described):
     def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
         table = kernels(ops)
         table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
-        e2e = _e2e_table(e2e)
+        e2e = e2e_series(e2e)
         models = sorted(set(table["model"]) & set(e2e.index))
         if len(models) < 2:
             raise PredictorError(
@@ -297,13 +202,13 @@ class OpWise(Described):
         """One number for model selection: R² of log end-to-end latency over the models of ``ops``
         that ``e2e`` measures."""
         predicted = self.predict(ops)
-        truth = _e2e_table(e2e).rename("latency_ms").to_frame()
+        truth = e2e_series(e2e).rename("latency_ms").to_frame()
         return log_r2_score(truth.reindex(predicted.index), predicted, ["latency_ms"])
 
     def evaluate(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> dict[str, Any]:
         """The metrics of ``regression_metrics`` over the models of ``ops`` that ``e2e`` measures."""
         predicted = self.predict(ops)
-        truth = _e2e_table(e2e)
+        truth = e2e_series(e2e)
         common = [m for m in predicted.index if m in truth.index]
         if not common:
             raise PredictorError("no model of the op table has an end-to-end latency to score against")
@@ -384,11 +289,3 @@ _BODY_KEYS = {
     "overhead_ranges",
     "training",
 }
-
-
-def _e2e_table(e2e: pd.DataFrame) -> pd.Series:
-    check_e2e_table(e2e)
-    values = pd.to_numeric(e2e["latency_ms"], errors="coerce")
-    frame = pd.Series(values.to_numpy(), index=e2e["model"].astype(str)).dropna()
-    frame = frame[frame > 0]
-    return frame.groupby(level=0).last()

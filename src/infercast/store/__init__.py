@@ -4,6 +4,9 @@ Every measurement is written in one transaction with its op rows, so a process k
 moment leaves either the whole measurement or nothing. ``UNIQUE(config, platform, campaign)``
 makes a second write of the same item impossible, and ``done()`` tells a resumed campaign what to
 skip. A file that is not an infercast store is refused with a clear message and never modified.
+
+Length: the schema, the refusal of foreign files, the writes and the reads of one SQLite file stay
+together — every query depends on the schema beside it.
 """
 
 from __future__ import annotations
