@@ -219,8 +219,9 @@ def campaign_rows(
     chosen = get(space)
     if precisions is not None and any(p.name == "precision" for p in chosen.params):
         chosen = restrict(chosen, "precision", precisions)
-    # a campaign holds each config's row (parameters and ~40 features) until it is stored
-    check_fits(f"profiling {chosen.name}", n if limit is None else min(n, limit), 6_000, " configs")
+    # a campaign holds each config's row (parameters and 42 features) until it is stored: 3.5 KB
+    # per row at peak, measured with tracemalloc on 5,000 carb-resnet rows
+    check_fits(f"profiling {chosen.name}", n if limit is None else min(n, limit), 3_500, " configs")
     # a small space sampled with replacement repeats configs: each is measured once
     configs = chosen.sample(n, seed=seed, stratified=stratified).drop_duplicates("id", ignore_index=True)
     name = f"{chosen.name}:n={n}:seed={seed}:{'stratified' if stratified else 'uniform'}"

@@ -18,9 +18,16 @@ from infercast.features import FEATURE_NAMES
 from infercast.screen.request import ScreenError
 
 CHUNK = 250_000
-# what one candidate that survives stage 1 holds (its parameters, fast predictions, violation):
-# the bound on a streamed sample when every candidate survives
-SURVIVOR_BYTES = 200
+# columns stage 1 adds to a surviving config: its index, two fast predictions, the violation,
+# FLOPs and parameters (float64 each)
+_STAGE_ONE_COLUMNS = 6
+
+
+def survivor_bytes(space: Any) -> float:
+    """Memory one stage-1 survivor of ``space`` holds, read off a sample of its configs (carb-resnet
+    about 110 B, mobile-nas 300 B here), doubled for the concatenation of the chunks' survivors."""
+    probe = space.sample(1000, seed=0, ids=False)
+    return 2 * (probe.memory_usage(deep=True).sum() / len(probe) + 8 * _STAGE_ONE_COLUMNS)
 
 
 def chunk_seed(seed: int, chunk: int) -> int:
@@ -72,7 +79,7 @@ def from_space(name: str, n: int, seed: int = 0) -> Candidates:
     source = f"{chosen.name} (n={n:,}, seed={seed})"
     if n <= CHUNK:
         return Candidates(chosen.sample(n, seed=seed, ids=False), chosen, source=source)
-    check_fits(f"screening {chosen.name}", n, SURVIVOR_BYTES, " candidates (if all survived stage 1)")
+    check_fits(f"screening {chosen.name}", n, survivor_bytes(chosen), " candidates (if all survived stage 1)")
     return Candidates(pd.DataFrame(), chosen, source=source, count=n, seed=seed)
 
 
