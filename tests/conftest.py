@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+# first: importing infercast tunes libgomp's spinning, which torch's import fixes for the process
+import infercast  # noqa: F401
+
+# isort: split
 import importlib.util
 
 import pytest

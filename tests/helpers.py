@@ -5,6 +5,7 @@ never from each other."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,19 @@ from infercast.graph import ops
 from infercast.store import Measurement, Platform, Store
 
 # measurement options that keep a campaign short where the figures' precision proves nothing
-FAST = ["--round-s", "0.05", "--min-rounds", "3", "--cap-s", "0.5", "--group", "2", "--no-energy"]
+FAST = [
+    "--warmup-s",
+    "0.1",
+    "--round-s",
+    "0.05",
+    "--min-rounds",
+    "3",
+    "--cap-s",
+    "0.5",
+    "--group",
+    "2",
+    "--no-energy",
+]
 
 # learner sizes that train in seconds
 SMALL = {"n_estimators": 120, "forest_estimators": 60, "n_folds": 4}
@@ -38,16 +51,23 @@ params:
 """
 
 
-def infercast(*args: str) -> subprocess.CompletedProcess[str]:
-    """``infercast ARGS`` as a user runs it: a real subprocess, output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "infercast", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+def infercast(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """``infercast ARGS`` as a user runs it: a real subprocess, output captured. One that hangs
+    is aborted with every thread's Python stack in the failure (faulthandler on SIGABRT), so a
+    rare hang seen only under CI can be read, not just timed."""
+    command = [sys.executable, "-m", "infercast", *args]
+    env = {**os.environ, "COLUMNS": "200", "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            out, err = process.communicate(timeout=30)
+            hung = f"infercast {' '.join(args)} still running after {timeout_s:.0f} s"
+            raise AssertionError(f"{hung}; its threads:\n{err[-12000:]}") from None
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def cost_law(x: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -122,3 +142,26 @@ def synthetic_store(db: Path, n: int = 40, seed: int = 3, repeats: int = 5) -> d
                 store.add_measurement(platform_id, "second", again)
     latencies = targets["latency_ms"].tolist() + (targets["latency_ms"][:repeats] * 1.03).tolist()
     return {"db": db, "platform_id": platform_id, "n_configs": len(rows), "latencies": latencies}
+
+
+def conv_kernel_row(model: str, kernel: str, rng: np.random.Generator) -> dict:
+    """The op-table row of a random same-padding convolution kernel (shapes and FLOPs, no
+    latency), for synthetic op profiles."""
+    c_in, c_out = int(rng.choice([16, 32, 64, 128])), int(rng.choice([16, 32, 64, 128]))
+    h = int(rng.choice([8, 16, 32, 56]))
+    size = int(rng.choice([1, 3]))
+    return {
+        "model": model,
+        "op_type": "conv",
+        "kernel": kernel,
+        "h_in": h,
+        "w_in": h,
+        "c_in": c_in,
+        "h_out": h,
+        "w_out": h,
+        "c_out": c_out,
+        "kernel_size": size,
+        "stride": 1,
+        "groups": 1,
+        "flops": 2 * c_in * c_out * h * h * size * size,
+    }

@@ -99,7 +99,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
 def _profile(cluster: Cluster, db: Path, seed: int) -> list[str]:
     return [
         sys.executable, "-m", "infercast", "profile", "--space", str(cluster.folder / "space.yaml"),
-        "--n", "16", "--seed", str(seed), "--db", str(db), "--ray", cluster.address,
+        "--n", "8", "--seed", str(seed), "--db", str(db), "--ray", cluster.address,
         "--device", "kind-a", "--device", "kind-b", "--chunk", "2", *FAST, "--json",
     ]  # fmt: skip
 

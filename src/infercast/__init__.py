@@ -14,8 +14,15 @@ The two calls most programs need::
 """
 
 import importlib
+import os
 import types
 from typing import Any
+
+# Before torch loads libgomp (XGBoost and LightGBM share that copy): its threads spin for 300,000
+# iterations at every barrier by default, and two trainings side by side on a 2-core host then
+# took 85 s each instead of 2.5 s; at 1,000 they took 8 s, and one alone as long as before
+# (measured, docs/predict.md "Threads"). A value the user set is kept.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 from infercast.errors import InfercastError
 from infercast.features import features

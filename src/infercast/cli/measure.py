@@ -34,10 +34,19 @@ def _backend(name: str, threads: int, opt_level: str) -> Any:
     return backends.get(name, **_settings(name, threads, opt_level))
 
 
-def _protocol(round_s: float, min_rounds: int, cap_s: float, group: int, timeout_s: float) -> Any:
+def _protocol(
+    warmup_s: float, round_s: float, min_rounds: int, cap_s: float, group: int, timeout_s: float
+) -> Any:
     from infercast.measure import Protocol
 
-    return Protocol(round_s=round_s, min_rounds=min_rounds, cap_s=cap_s, group=group, timeout_s=timeout_s)
+    return Protocol(
+        warmup_s=warmup_s,
+        round_s=round_s,
+        min_rounds=min_rounds,
+        cap_s=cap_s,
+        group=group,
+        timeout_s=timeout_s,
+    )
 
 
 @app.command()
@@ -46,6 +55,7 @@ def measure(
     backend: str = typer.Option("ort-cpu", "--backend", help=BACKEND_HELP),
     threads: int = typer.Option(1, "--threads", help="intra-op threads"),
     opt_level: str = typer.Option("all", "--opt-level", help="ONNX Runtime graph optimisation level"),
+    warmup_s: float = typer.Option(0.5, "--warmup-s", help="seconds of untimed inferences after loading"),
     round_s: float = typer.Option(0.3, "--round-s", help="seconds per timing round"),
     min_rounds: int = typer.Option(6, "--min-rounds", help="rounds before the CI may stop a model"),
     cap_s: float = typer.Option(15.0, "--cap-s", help="timing seconds per model at most"),
@@ -70,7 +80,7 @@ def measure(
 
     def body() -> list[dict[str, Any]]:
         chosen = _backend(backend, threads, opt_level)
-        protocol = _protocol(round_s, min_rounds, cap_s, group, timeout_s)
+        protocol = _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s)
         with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
             from infercast.models import parse_input_shape
 
@@ -128,6 +138,7 @@ def profile(
     opt_level: str = typer.Option("all", "--opt-level"),
     campaign: str | None = typer.Option(None, "--campaign", help="name (default: from space, n, seed)"),
     stratified: bool = typer.Option(True, "--stratified/--uniform", help="how configurations are sampled"),
+    warmup_s: float = typer.Option(0.5, "--warmup-s"),
     round_s: float = typer.Option(0.3, "--round-s"),
     min_rounds: int = typer.Option(6, "--min-rounds"),
     cap_s: float = typer.Option(15.0, "--cap-s"),
@@ -180,7 +191,7 @@ def profile(
                 "seed": seed,
                 "stratified": stratified,
                 "campaign": campaign,
-                "protocol": _protocol(round_s, min_rounds, cap_s, group, timeout_s),
+                "protocol": _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s),
                 "energy": energy,
                 "op_runs": op_runs if ops else 0,
                 "progress": progress,
