@@ -31,7 +31,7 @@ from infercast.predict.forest import ArrayForest
 from infercast.predict.optable import kernels
 from infercast.predict.opwise import OpWise
 
-from .helpers import E2E_SPACE, FAST, SMALL, cost_law, infercast
+from .helpers import E2E_SPACE, FAST, SMALL, conv_kernel_row, cost_law, infercast
 
 
 @pytest.fixture(scope="module")
@@ -211,29 +211,10 @@ def _op_tables(n_models: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     for m in range(n_models):
         total, n = 0.0, int(rng.integers(8, 40))
         for k in range(n):
-            c_in, c_out = int(rng.choice([16, 32, 64, 128])), int(rng.choice([16, 32, 64, 128]))
-            h = int(rng.choice([8, 16, 32, 56]))
-            size = int(rng.choice([1, 3]))
-            flops = 2 * c_in * c_out * h * h * size * size
-            latency = (flops / 30e6 + 0.008) * math.exp(rng.normal(0, 0.03))
-            rows.append(
-                {
-                    "model": f"m{m}",
-                    "op_type": "conv",
-                    "kernel": f"k{k}",
-                    "h_in": h,
-                    "w_in": h,
-                    "c_in": c_in,
-                    "h_out": h,
-                    "w_out": h,
-                    "c_out": c_out,
-                    "kernel_size": size,
-                    "stride": 1,
-                    "groups": 1,
-                    "flops": flops,
-                    "latency_ms": latency,
-                }
-            )
+            conv = conv_kernel_row(f"m{m}", f"k{k}", rng)
+            latency = (conv["flops"] / 30e6 + 0.008) * math.exp(rng.normal(0, 0.03))
+            rows.append({**conv, "latency_ms": latency})
+            h, c_out = conv["h_out"], conv["c_out"]
             # an activation fused into the conv's kernel: no latency row of its own
             rows.append(
                 {

@@ -2,12 +2,15 @@
 
 1. Ops are grouped into the **kernels** the backend executes (``predict.fusion`` rules for model
    strings; the ``kernel`` column for op tables; the profiler's fused nodes for stored profiles).
-2. One gradient-boosted regressor per kernel type (the type of the kernel's main op: conv, dwconv,
-   linear, pool_max, …) on shape features; types with few rows share a pooled model.
-3. End to end = Σ kernel predictions × a learned **overhead factor**, a ridge regression of
-   ``log(e2e / Σ kernels)`` on the graph: kernel count, op-type mix, FLOPs and memory traffic,
-   the share of ops with no kernel of their own. The kernel sums it learns from are out-of-fold
-   (models held out by group k-fold), so it learns the errors the kernel models really make.
+2. One regressor of log latency per kernel type (the type of the kernel's main op: conv, dwconv,
+   linear, pool_max, …) on shape features — XGBoost, LightGBM or extremely-randomized trees,
+   whichever cross-validation (models held out) finds best for that type; types with few rows
+   share a pooled model.
+3. End to end from Σ kernel predictions through a learned **overhead model** (``predict.overhead``):
+   a multiplicative ratio on the graph's mix, or an additive cost per kernel (per kernel type) and
+   per inference on top of a factor; grouped cross-validation over the training networks picks
+   the form. The kernel sums it learns from are out-of-fold (models held out by group k-fold), so
+   it learns the errors the kernel models really make.
 4. A split-conformal interval from the out-of-fold end-to-end log residuals.
 
 The op table (Parquet / CSV, ``predict.optable``) is documented in docs/formats.md: ``model, op_type, kernel
@@ -29,10 +32,10 @@ from infercast.graph import OP_GROUPS
 from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile, put_interval
-from infercast.predict.learners import XGBoostLearner
+from infercast.predict.learners import LEARNERS, ExtraTreesLearner, Learner
 from infercast.predict.metrics import log_r2_score, regression_metrics
 from infercast.predict.optable import SHAPE_COLUMNS, e2e_series, kernels
-from infercast.predict.overhead import OverheadRidge, overhead_features
+from infercast.predict.overhead import FORMS, Overhead, choose, overhead_features
 
 _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
 _POOLED = "pooled"
@@ -55,6 +58,8 @@ class OpWise(Described):
         interval: float = 0.9,
         seed: int = 0,
         n_jobs: int = 2,
+        overhead: str = "auto",
+        kernel_learner: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
         self.min_rows = min_rows
@@ -62,6 +67,14 @@ class OpWise(Described):
         self.interval = interval
         self.seed = seed
         self.n_jobs = n_jobs
+        self.overhead = overhead
+        self.kernel_learner = kernel_learner
+        if kernel_learner != "auto" and kernel_learner not in LEARNERS:
+            raise PredictorError(
+                f"kernel_learner={kernel_learner!r} must be 'auto' or one of {', '.join(LEARNERS)}"
+            )
+        if overhead != "auto" and overhead not in FORMS:
+            raise PredictorError(f"overhead={overhead!r} must be 'auto' or one of {', '.join(FORMS)}")
         if not 0 < interval < 1:
             raise PredictorError(f"interval={interval!r} must lie strictly between 0 and 1")
         for name in ("n_estimators", "min_rows", "n_jobs"):
@@ -69,8 +82,8 @@ class OpWise(Described):
                 raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
-        self.models_: dict[str, XGBoostLearner] = {}
-        self.overhead_: OverheadRidge | None = None  # learned: set by fit or load
+        self.models_: dict[str, Learner] = {}
+        self.overhead_: Overhead | None = None  # learned: set by fit or load
         self.interval_q_ = float("nan")
         self.ranges_: dict[str, dict[str, list[float]]] = {}
         self.overhead_ranges_: dict[str, list[float]] = {}
@@ -86,29 +99,72 @@ class OpWise(Described):
             )
         return np.column_stack(columns)
 
-    def _fit_kernels(self, table: pd.DataFrame) -> dict[str, XGBoostLearner]:
-        target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
-        models = {}
-        counts = table["op_type"].value_counts()
-        for op_type, count in counts.items():
-            if count >= self.min_rows:
-                rows = (table["op_type"] == op_type).to_numpy()
-                models[str(op_type)] = self._learner().fit(
-                    self._kernel_matrix(table[rows], False), target[rows]
-                )
-        models[_POOLED] = self._learner().fit(self._kernel_matrix(table, True), target)
+    def _fit_kernels(self, table: pd.DataFrame, learners: dict[str, str]) -> dict[str, Learner]:
+        """One regressor of log latency per kernel type with ``min_rows`` rows, and a pooled one
+        for the rest; ``learners`` names the learner of each (``_POOLED`` included)."""
+        target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None)) - _log_work(
+            table
+        )
+        models: dict[str, Learner] = {}
+        for op_type in self._own_types(table):
+            rows = (table["op_type"] == op_type).to_numpy()
+            models[op_type] = self._learner(learners[op_type]).fit(
+                self._kernel_matrix(table[rows], False), target[rows]
+            )
+        models[_POOLED] = self._learner(learners[_POOLED]).fit(self._kernel_matrix(table, True), target)
         return models
 
-    def _learner(self) -> XGBoostLearner:
-        return XGBoostLearner(n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs, max_depth=6)
+    def _own_types(self, table: pd.DataFrame) -> list[str]:
+        counts = table["op_type"].value_counts()
+        return sorted(str(t) for t, n in counts.items() if n >= self.min_rows)
 
-    def _predict_kernels(self, table: pd.DataFrame, models: dict[str, XGBoostLearner]) -> np.ndarray:
-        out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)))
+    def _learner(self, name: str) -> Learner:
+        if name == "extratrees":
+            # leaves of two rows keep a kernel forest's file small at no cost in accuracy here
+            size = max(50, self.n_estimators // 4)
+            return ExtraTreesLearner(
+                n_estimators=size, seed=self.seed, n_jobs=self.n_jobs, min_samples_leaf=2
+            )
+        return LEARNERS[name](n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs)
+
+    def _predict_kernels(self, table: pd.DataFrame, models: dict[str, Learner]) -> np.ndarray:
+        log_work = _log_work(table)
+        out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)) + log_work)
         for op_type, model in models.items():
             rows = (table["op_type"] == op_type).to_numpy()
             if op_type != _POOLED and rows.any():
-                out[rows] = np.exp(model.predict(self._kernel_matrix(table[rows], False)))
+                out[rows] = np.exp(model.predict(self._kernel_matrix(table[rows], False)) + log_work[rows])
         return out
+
+    def _choose_kernel_learners(
+        self, table: pd.DataFrame, folds: int
+    ) -> tuple[dict[str, str], np.ndarray, dict[str, dict[str, float]]]:
+        """Per kernel type, the learner with the smallest out-of-fold mean |log error| (models
+        held out by group k-fold), the out-of-fold kernel times of that choice, and the scores."""
+        candidates = tuple(LEARNERS) if self.kernel_learner == "auto" else (self.kernel_learner,)
+        target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
+        own = self._own_types(table)
+        oof = {}
+        for name in candidates:
+            predicted = np.zeros(len(table))
+            everywhere = dict.fromkeys([*own, _POOLED], name)
+            for train, held in GroupKFold(n_splits=folds).split(table, groups=table["model"]):
+                fold_models = self._fit_kernels(table.iloc[train], everywhere)
+                predicted[held] = self._predict_kernels(table.iloc[held], fold_models)
+            oof[name] = np.log(predicted)
+        pooled_rows = ~table["op_type"].isin(own).to_numpy()
+        if not pooled_rows.any():
+            pooled_rows[:] = True
+        subsets = {**{t: (table["op_type"] == t).to_numpy() for t in own}, _POOLED: pooled_rows}
+        scores = {
+            kind: {name: float(np.abs(oof[name][rows] - target[rows]).mean()) for name in candidates}
+            for kind, rows in subsets.items()
+        }
+        choice = {kind: min(by_learner, key=by_learner.__getitem__) for kind, by_learner in scores.items()}
+        chosen = oof[choice[_POOLED]].copy()
+        for op_type in own:
+            chosen[subsets[op_type]] = oof[choice[op_type]][subsets[op_type]]
+        return choice, np.exp(chosen), scores
 
     def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
         table = kernels(ops)
@@ -122,21 +178,14 @@ class OpWise(Described):
         table = table[table["model"].isin(models)].reset_index(drop=True)
         truth = e2e.loc[models].to_numpy(dtype=np.float64)
         folds = min(self.n_folds, len(models))
-        oof_kernel = np.zeros(len(table))
-        for train, held in GroupKFold(n_splits=folds).split(table, groups=table["model"]):
-            fold_models = self._fit_kernels(table.iloc[train])
-            oof_kernel[held] = self._predict_kernels(table.iloc[held], fold_models)
+        choice, oof_kernel, kernel_scores = self._choose_kernel_learners(table, folds)
         features = overhead_features(table, oof_kernel).loc[models]
-        gap = np.log(truth) - features["log_kernel_ms"].to_numpy()
-        oof_gap = np.zeros(len(models))
-        order = np.arange(len(models))
-        for fold in range(folds):
-            held = order % folds == fold
-            if (~held).sum() >= 2:
-                oof_gap[held] = OverheadRidge().fit(features[~held], gap[~held]).predict(features[held])
-        self.interval_q_ = conformal_quantile(gap - oof_gap, self.interval)
-        self.overhead_ = OverheadRidge().fit(features, gap)
-        self.models_ = self._fit_kernels(table)
+        model_folds = np.arange(len(models)) % folds
+        forms = FORMS if self.overhead == "auto" else (self.overhead,)
+        form, oof_log, form_scores = choose(features, truth, model_folds, forms)
+        self.interval_q_ = conformal_quantile(np.log(truth) - oof_log, self.interval)
+        self.overhead_ = Overhead.make(form).fit(features, truth)
+        self.models_ = self._fit_kernels(table, choice)
         self.ranges_ = {
             str(t): {
                 c: [float(g[c].min()), float(g[c].max())] for c in ("log_flops", "c_in", "c_out", "h_in")
@@ -146,13 +195,19 @@ class OpWise(Described):
         self.overhead_ranges_ = {
             c: [float(features[c].min()), float(features[c].max())] for c in features.columns
         }
-        predicted = np.exp(features["log_kernel_ms"].to_numpy() + oof_gap)
+        predicted = np.exp(oof_log)
         self.training_ = {
             "n_models": len(models),
             "n_kernels": len(table),
             "kernel_types": {str(k): int(v) for k, v in table["op_type"].value_counts().items()},
             "own_models": sorted(k for k in self.models_ if k != _POOLED),
-            "overhead_ratio_p10_p90": [float(v) for v in np.quantile(np.exp(gap), [0.1, 0.9])],
+            "kernel_learners": choice,
+            "kernel_cv_mean_abs_log_error": kernel_scores,
+            "overhead_ratio_p10_p90": [
+                float(v) for v in np.quantile(truth / features["kernel_ms"].to_numpy(), [0.1, 0.9])
+            ],
+            "overhead_form": form,
+            "overhead_cv": form_scores,
             "oof_metrics": regression_metrics(
                 truth,
                 predicted,
@@ -169,7 +224,7 @@ class OpWise(Described):
         table = kernels(ops)
         kernel_ms = self._predict_kernels(table, self.models_)
         features = overhead_features(table, kernel_ms)
-        log_pred = features["log_kernel_ms"].to_numpy() + self.overhead_.predict(features)
+        log_pred = self.overhead_.predict(features)
         out = pd.DataFrame(index=features.index)
         put_interval(out, "latency_ms", log_pred, self.interval_q_)
         out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
@@ -239,6 +294,8 @@ class OpWise(Described):
                 "interval": self.interval,
                 "seed": self.seed,
                 "n_jobs": self.n_jobs,
+                "overhead": self.overhead,
+                "kernel_learner": self.kernel_learner,
             },
             "kernel_models": files,
             "kernel_inputs": list(_KERNEL_INPUTS),
@@ -266,11 +323,11 @@ class OpWise(Described):
             )
         opwise = cls(**saved["params"])
         opwise.models_ = {
-            t: XGBoostLearner.load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
+            t: _learner_of(f).load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
         }
         if _POOLED not in opwise.models_:
             raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
-        opwise.overhead_ = OverheadRidge.from_dict(saved["overhead"])
+        opwise.overhead_ = Overhead.from_dict(saved["overhead"])
         opwise.interval_q_ = float(saved["interval_q"])
         opwise.ranges_ = saved["ranges"]
         opwise.overhead_ranges_ = saved["overhead_ranges"]
@@ -289,3 +346,21 @@ _BODY_KEYS = {
     "overhead_ranges",
     "training",
 }
+
+
+def _log_work(table: pd.DataFrame) -> np.ndarray:
+    """log of a kernel's work: its FLOPs, else its bytes moved (concat, pad, layout), else 0.
+    The regressors learn log(latency / work), a rate, so that a kernel larger than any seen in
+    training is predicted at the rate of the largest seen instead of at their latency."""
+    flops = table["flops"].to_numpy(dtype=np.float64)
+    moved = table["bytes"].to_numpy(dtype=np.float64)
+    return np.log(np.where(flops > 0, flops, np.where(moved > 0, moved, 1.0)))
+
+
+def _learner_of(file_name: str) -> type[Learner]:
+    """The learner a kernel model file belongs to, by its suffix (never by unpickling)."""
+    for learner in LEARNERS.values():
+        if file_name.endswith(learner.suffix):
+            return learner
+    suffixes = ", ".join(learner.suffix for learner in LEARNERS.values())
+    raise PredictorError(f"kernel model {file_name!r} is none of the known model files ({suffixes})")

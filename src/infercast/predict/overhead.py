@@ -1,19 +1,53 @@
-"""The op-wise route's overhead model: how far a network's end-to-end time sits above the sum of
-its kernels (dispatch per kernel, the share of ops fused away, the op-type mix), per model."""
+"""The op-wise route's overhead model: how a network's end-to-end time relates to the sum of its
+kernels. Runtimes spend that time differently — a GPU delegate pays a dispatch cost per kernel
+and a constant per inference, a CPU runtime a share that grows with the op mix — so several
+forms compete and grouped cross-validation over the training networks picks one (``choose``):
+
+- ``ratio``: ridge regression of ``log(e2e / Σ)`` on the graph's mix (a multiplicative overhead);
+- ``factor``: ``e2e = a·Σ``;
+- ``affine``: ``e2e = a·Σ + c`` (a constant per inference);
+- ``per_kernel``: ``e2e = a·Σ + b·n_kernels + c`` (a dispatch cost per kernel);
+- ``per_kernel_type``: ``e2e = a·Σ + Σ_t b_t·n_kernels_t + c`` (a dispatch cost per kernel type).
+
+The additive forms are fitted on *relative* error (least squares of ``(pred − e2e) / e2e``) with
+non-negative coefficients, so a large network does not outweigh a small one and no cost is
+negative. Every form is saved as plain numbers.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 from sklearn.linear_model import RidgeCV
 
 from infercast.graph import OP_GROUPS
+from infercast.predict.errors import PredictorError
+
+RATIO_COLUMNS = (
+    "log_kernel_ms",
+    "log_n_kernels",
+    "log_mean_kernel_ms",
+    "absorbed_share",
+    "log_flops",
+    "log_bytes",
+    *(f"share_{group}" for group in OP_GROUPS),
+)
+ADDITIVE_TERMS: dict[str, tuple[str, ...]] = {
+    "factor": ("kernel_ms",),
+    "affine": ("kernel_ms", "one"),
+    "per_kernel": ("kernel_ms", "n_kernels", "one"),
+    "per_kernel_type": ("kernel_ms", *(f"n_kernels_{group}" for group in OP_GROUPS), "one"),
+}
+FORMS = ("ratio", *ADDITIVE_TERMS)
 
 
 def overhead_features(table: pd.DataFrame, kernel_ms: np.ndarray) -> pd.DataFrame:
-    """Per model: what decides how far the end-to-end time sits above the sum of its kernels."""
+    """Per model: the sum of its kernels' times and what decides how far the end-to-end time sits
+    above it (kernel counts, overall and per type; the share of ops fused away; the op mix)."""
     work = table.assign(_pred=kernel_ms)
     grouped = work.groupby("model", sort=False)
     total = grouped["_pred"].sum()
@@ -21,6 +55,9 @@ def overhead_features(table: pd.DataFrame, kernel_ms: np.ndarray) -> pd.DataFram
     n_ops = grouped["n_ops"].sum()
     frame = pd.DataFrame(
         {
+            "kernel_ms": total,
+            "n_kernels": n_kernels.astype(np.float64),
+            "one": 1.0,
             "log_kernel_ms": np.log(total),
             "log_n_kernels": np.log(n_kernels),
             "log_mean_kernel_ms": np.log(total / n_kernels),
@@ -29,41 +66,77 @@ def overhead_features(table: pd.DataFrame, kernel_ms: np.ndarray) -> pd.DataFram
             "log_bytes": np.log1p(grouped["bytes"].sum().fillna(0)),
         }
     )
+    counts = pd.crosstab(work["model"], work["op_type"]).reindex(frame.index, fill_value=0)
     for group in OP_GROUPS:
-        frame[f"share_{group}"] = (
-            work.assign(_hit=work["op_type"] == group).groupby("model", sort=False)["_hit"].mean()
-        )
+        column = counts[group] if group in counts else pd.Series(0, index=frame.index)
+        frame[f"n_kernels_{group}"] = column.to_numpy(dtype=np.float64)
+        frame[f"share_{group}"] = frame[f"n_kernels_{group}"] / n_kernels
     return frame
 
 
-class OverheadRidge:
-    """Standardised ridge regression of ``log(e2e / Σ kernels)`` on the overhead features, saved as
-    plain numbers."""
+class Overhead(ABC):
+    """One overhead form: ``predict`` gives log end-to-end latency from the per-model features of
+    ``overhead_features``."""
+
+    form = ""
+
+    @abstractmethod
+    def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> Overhead: ...
+
+    @abstractmethod
+    def predict(self, x: pd.DataFrame) -> np.ndarray: ...
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @staticmethod
+    def make(form: str) -> Overhead:
+        if form == "ratio":
+            return RatioOverhead()
+        if form in ADDITIVE_TERMS:
+            return AdditiveOverhead(form)
+        raise PredictorError(f"overhead form {form!r} is not one of {', '.join(FORMS)}")
+
+    @staticmethod
+    def from_dict(saved: dict[str, Any]) -> Overhead:
+        # predictors written before the additive forms existed hold the ridge without a form
+        form = saved.get("form", "ratio")
+        if form == "ratio":
+            return RatioOverhead.from_dict(saved)
+        return AdditiveOverhead.from_dict(saved)
+
+
+class RatioOverhead(Overhead):
+    """Standardised ridge regression of ``log(e2e / Σ kernels)`` on ``RATIO_COLUMNS``."""
+
+    form = "ratio"
 
     def __init__(self) -> None:
-        self.names: list[str] = []
+        self.names: list[str] = list(RATIO_COLUMNS)
         self.mean = np.zeros(0)
         self.scale = np.ones(0)
         self.coef = np.zeros(0)
         self.intercept = 0.0
         self.alpha = 1.0
 
-    def fit(self, x: pd.DataFrame, y: np.ndarray) -> OverheadRidge:
-        self.names = list(x.columns)
-        matrix = x.to_numpy(dtype=np.float64)
+    def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> RatioOverhead:
+        matrix = x[self.names].to_numpy(dtype=np.float64)
+        gap = np.log(e2e_ms) - x["log_kernel_ms"].to_numpy(dtype=np.float64)
         self.mean = matrix.mean(axis=0)
         spread = matrix.std(axis=0)
         self.scale = np.where(spread > 0, spread, 1.0)
-        model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit((matrix - self.mean) / self.scale, y)
+        model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit((matrix - self.mean) / self.scale, gap)
         self.coef, self.intercept, self.alpha = model.coef_, float(model.intercept_), float(model.alpha_)
         return self
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
         matrix = x[self.names].to_numpy(dtype=np.float64)
-        return (matrix - self.mean) / self.scale @ self.coef + self.intercept
+        gap = (matrix - self.mean) / self.scale @ self.coef + self.intercept
+        return x["log_kernel_ms"].to_numpy(dtype=np.float64) + gap
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "form": self.form,
             "names": self.names,
             "mean": self.mean.tolist(),
             "scale": self.scale.tolist(),
@@ -73,7 +146,7 @@ class OverheadRidge:
         }
 
     @classmethod
-    def from_dict(cls, saved: dict[str, Any]) -> OverheadRidge:
+    def from_dict(cls, saved: dict[str, Any]) -> RatioOverhead:
         ridge = cls()
         ridge.names = list(saved["names"])
         ridge.mean = np.asarray(saved["mean"], dtype=np.float64)
@@ -82,3 +155,89 @@ class OverheadRidge:
         ridge.intercept = float(saved["intercept"])
         ridge.alpha = float(saved.get("alpha", 1.0))
         return ridge
+
+
+class AdditiveOverhead(Overhead):
+    """``e2e = Σ_j w_j · term_j`` with ``w ≥ 0``, least squares on relative error. Terms: the
+    kernel sum (its weight is the factor ``a``), kernel counts (costs per kernel, in ms) and
+    ``one`` (the constant per inference, in ms)."""
+
+    def __init__(self, form: str = "per_kernel") -> None:
+        if form not in ADDITIVE_TERMS:
+            raise PredictorError(f"additive overhead form {form!r} is not one of {', '.join(ADDITIVE_TERMS)}")
+        self.form = form
+        self.terms = list(ADDITIVE_TERMS[form])
+        self.coef = np.zeros(len(self.terms))
+
+    def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> AdditiveOverhead:
+        e2e_ms = np.asarray(e2e_ms, dtype=np.float64)
+        matrix = x[self.terms].to_numpy(dtype=np.float64)
+        # columns scaled to unit size so that nnls's tolerance treats ms and counts alike
+        scale = np.abs(matrix / e2e_ms[:, None]).max(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        solution, _ = nnls(
+            matrix / e2e_ms[:, None] / scale, np.ones(len(e2e_ms)), maxiter=50 * len(self.terms)
+        )
+        self.coef = solution / scale
+        if self.coef[0] <= 0 and not (self.coef[1:] > 0).any():
+            raise PredictorError(
+                "the additive overhead fit found no positive cost; the end-to-end table is degenerate"
+            )
+        return self
+
+    def predict(self, x: pd.DataFrame) -> np.ndarray:
+        matrix = x[self.terms].to_numpy(dtype=np.float64)
+        # a network with no kernel sum and no cost term in the fit would predict zero
+        return np.log(np.clip(matrix @ self.coef, 1e-9, None))
+
+    def costs(self) -> dict[str, float]:
+        """The fitted coefficients by term (``kernel_ms`` is the factor, the rest milliseconds)."""
+        return {term: float(w) for term, w in zip(self.terms, self.coef, strict=True)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"form": self.form, "terms": self.terms, "coef": self.coef.tolist()}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> AdditiveOverhead:
+        additive = cls(saved["form"])
+        if list(saved["terms"]) != additive.terms:
+            raise PredictorError(
+                f"overhead terms {saved['terms']} differ from this infercast's {additive.terms}"
+            )
+        additive.coef = np.asarray(saved["coef"], dtype=np.float64)
+        return additive
+
+
+def out_of_fold(form: str, x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    """Log predictions of ``form`` for each model from a fit on the other folds' models."""
+    predicted = np.full(len(x), np.nan)
+    for fold in np.unique(folds):
+        held = folds == fold
+        if (~held).sum() >= 2:
+            predicted[held] = Overhead.make(form).fit(x[~held], e2e_ms[~held]).predict(x[held])
+    return predicted
+
+
+def choose(
+    x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarray, forms: tuple[str, ...] = FORMS
+) -> tuple[str, np.ndarray, dict[str, dict[str, float]]]:
+    """The form with the smallest out-of-fold mean |log error| over the training networks, its
+    out-of-fold log predictions, and every form's cross-validation figures."""
+    truth = np.log(np.asarray(e2e_ms, dtype=np.float64))
+    scores: dict[str, dict[str, float]] = {}
+    predictions: dict[str, np.ndarray] = {}
+    for form in forms:
+        predicted = out_of_fold(form, x, e2e_ms, folds)
+        error = np.abs(predicted - truth)
+        known = np.isfinite(error)
+        if not known.any():
+            continue
+        predictions[form] = predicted
+        scores[form] = {
+            "mean_abs_log_error": float(error[known].mean()),
+            "within_10pct": float((np.abs(np.expm1(predicted[known] - truth[known])) <= 0.10).mean()),
+        }
+    if not scores:
+        raise PredictorError("too few models to cross-validate the overhead model (need 3 or more)")
+    best = min(scores, key=lambda form: scores[form]["mean_abs_log_error"])
+    return best, predictions[best], scores

@@ -1,0 +1,144 @@
+"""The op-wise route's overhead model: an additive law with known costs is recovered, a
+multiplicative one is told apart by cross-validation, and the op-wise predictor picks the form
+and its kernel learners by cross-validation and saves them as plain numbers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from infercast.predict import OpWise, PredictorError
+from infercast.predict.overhead import (
+    FORMS,
+    AdditiveOverhead,
+    Overhead,
+    RatioOverhead,
+    choose,
+    overhead_features,
+)
+
+from .helpers import conv_kernel_row
+
+
+def _kernel_table(n_models: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Models of 10–300 conv / pool kernels with known kernel times."""
+    rng = np.random.default_rng(seed)
+    rows, times = [], []
+    for m in range(n_models):
+        n = int(rng.integers(10, 300))
+        for k in range(n):
+            rows.append(
+                {"model": f"m{m:03d}", "op_type": "conv" if k % 5 else "pool_max", "n_ops": 1, "flops": 1e6}
+            )
+            times.append(float(rng.lognormal(-3, 1)))
+    return pd.DataFrame(rows).assign(bytes=np.nan), np.asarray(times)
+
+
+def _folds(n: int) -> np.ndarray:
+    return np.arange(n) % 5
+
+
+def test_an_additive_law_with_known_costs_is_recovered() -> None:
+    table, times = _kernel_table(80, 0)
+    x = overhead_features(table, times)
+    a, b, c = 1.15, 0.02, 0.7  # a factor, ms per kernel, ms per inference
+    noise = np.exp(np.random.default_rng(1).normal(0, 0.01, len(x)))
+    e2e = (a * x["kernel_ms"] + b * x["n_kernels"] + c).to_numpy() * noise
+
+    fitted = AdditiveOverhead("per_kernel").fit(x, e2e).costs()
+    assert fitted["kernel_ms"] == pytest.approx(a, rel=0.03)
+    assert fitted["n_kernels"] == pytest.approx(b, rel=0.05)
+    assert fitted["one"] == pytest.approx(c, rel=0.1)
+
+    form, oof, scores = choose(x, e2e, _folds(len(x)))
+    assert form in ("per_kernel", "per_kernel_type") and set(scores) == set(FORMS)
+    # the forms without a cost per kernel cannot follow it
+    for weaker in ("factor", "affine", "ratio"):
+        assert scores[weaker]["mean_abs_log_error"] > 2 * scores[form]["mean_abs_log_error"], scores
+    assert np.median(np.abs(oof - np.log(e2e))) < 0.02
+
+
+def test_a_multiplicative_overhead_is_told_apart() -> None:
+    table, times = _kernel_table(80, 2)
+    x = overhead_features(table, times)
+    # the runtime's overhead grows with the kernel sum's scale, not by a cost per kernel
+    e2e = 3.0 * x["kernel_ms"].to_numpy() ** 0.8
+    form, _, scores = choose(x, e2e, _folds(len(x)))
+    assert form == "ratio", scores
+
+
+def test_forms_round_trip_as_plain_numbers_and_old_predictors_still_load() -> None:
+    table, times = _kernel_table(30, 3)
+    x = overhead_features(table, times)
+    e2e = (1.2 * x["kernel_ms"] + 0.5).to_numpy()
+    for form in FORMS:
+        fitted = Overhead.make(form).fit(x, e2e)
+        saved = json.loads(json.dumps(fitted.to_dict()))
+        np.testing.assert_allclose(Overhead.from_dict(saved).predict(x), fitted.predict(x))
+    # a predictor written before the additive forms: the ridge's numbers without a form
+    ridge = RatioOverhead().fit(x, e2e).to_dict()
+    del ridge["form"]
+    assert isinstance(Overhead.from_dict(ridge), RatioOverhead)
+    with pytest.raises(PredictorError, match="'cubic' is not one of"):
+        Overhead.make("cubic")
+
+
+def _additive_op_tables(n_models: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Conv kernels at 20 GFLOP/s; end to end = 1.1·Σ + 30 µs per kernel + 0.4 ms, as a GPU
+    delegate spends it."""
+    rng = np.random.default_rng(seed)
+    rows, e2e = [], []
+    for m in range(n_models):
+        total, n = 0.0, int(rng.integers(10, 80))
+        for k in range(n):
+            conv = conv_kernel_row(f"m{m}", f"k{k}", rng)
+            latency = conv["flops"] / 20e6 * float(np.exp(rng.normal(0, 0.03)))
+            rows.append({**conv, "latency_ms": latency})
+            total += latency
+        e2e.append({"model": f"m{m}", "latency_ms": 1.1 * total + 0.03 * n + 0.4})
+    return pd.DataFrame(rows), pd.DataFrame(e2e)
+
+
+def test_opwise_picks_the_additive_form_and_its_kernel_learners(tmp_path) -> None:
+    ops, e2e = _additive_op_tables(50, 4)
+    test_ops, test_e2e = _additive_op_tables(15, 5)
+    model = OpWise(n_estimators=80).fit(ops, e2e)
+    training = model.training_
+    assert training["overhead_form"] in ("per_kernel", "per_kernel_type"), training["overhead_cv"]
+    assert set(training["kernel_learners"]) == {"conv", "pooled"}
+    assert set(training["kernel_cv_mean_abs_log_error"]["conv"]) == {"xgboost", "lightgbm", "extratrees"}
+    scores = model.evaluate(test_ops.drop(columns="latency_ms"), test_e2e)
+    assert scores["within_10pct"] >= 0.9, scores
+
+    model.save(tmp_path / "ow")
+    again = OpWise.load(tmp_path / "ow")
+    pd.testing.assert_frame_equal(model.predict(test_ops), again.predict(test_ops))
+
+    forced = OpWise(n_estimators=40, overhead="ratio", kernel_learner="extratrees").fit(ops, e2e)
+    assert forced.training_["overhead_form"] == "ratio"
+    assert set(forced.training_["kernel_learners"].values()) == {"extratrees"}
+    forced.save(tmp_path / "forced")
+    assert sorted(p.name for p in (tmp_path / "forced").glob("kernel.*")) == [
+        "kernel.conv.forest.json",
+        "kernel.pooled.forest.json",
+    ]
+    pd.testing.assert_frame_equal(
+        forced.predict(test_ops), OpWise.load(tmp_path / "forced").predict(test_ops)
+    )
+
+
+def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
+    with pytest.raises(PredictorError, match="overhead='cubic' must be 'auto' or one of ratio"):
+        OpWise(overhead="cubic")
+    with pytest.raises(PredictorError, match="kernel_learner='svm' must be 'auto' or one of xgboost"):
+        OpWise(kernel_learner="svm")
+    ops, e2e = _additive_op_tables(8, 6)
+    OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e).save(tmp_path / "ow")
+    meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
+    meta["kernel_models"]["conv"] = "kernel.conv.pkl"
+    (tmp_path / "ow" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PredictorError, match=r"'kernel\.conv\.pkl' is none of the known model files"):
+        OpWise.load(tmp_path / "ow")
