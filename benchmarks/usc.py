@@ -113,9 +113,10 @@ def gpu_op_table(folder: str | Path) -> pd.DataFrame:
 
 
 def e2e_table(folder: str | Path) -> pd.DataFrame:
-    """End-to-end latencies (ms), one column per ``<device>|<setting>|<dtype>``, index the model."""
-    raw = pd.read_csv(Path(folder) / "tflite_cnn_e2e.csv")
+    """End-to-end latencies (ms), one column per ``<device>|<setting>|<dtype>``, and the authors'
+    ``FLOPS`` and ``size``; index the model."""
+    raw = pd.read_csv(Path(folder) / "tflite_cnn_e2e.csv").set_index("model")
     means = [c for c in raw.columns if c.endswith("|mean")]
-    table = raw.set_index("model")[means] / 1e3
+    table = raw[means] / 1e3
     table.columns = [c.removesuffix("|mean") for c in means]
-    return table
+    return table.join(raw[["FLOPS", "size"]])
