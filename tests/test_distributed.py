@@ -1,7 +1,8 @@
 """Ray, for real: a head and a second node started with ``ray start`` on a loopback address, two
 fake device kinds as custom resources; a campaign split across them survives the second node's
 raylet being killed, a killed driver resumes from the store, and screening shards stage 1 over
-the cluster. The cluster is stopped at the end.
+the cluster. Campaigns are 8 or 4 configs on each kind: enough for work before and after a kill.
+The cluster is stopped at the end.
 
 Ray replaces 127.0.0.1 by the host's network address when it names a node; 127.0.0.2 (also
 loopback) is taken as given, so every byte stays on this machine.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import E2E_SPACE, FAST, infercast
+from .helpers import E2E_SPACE, FAST, infercast, synthetic_store
 
 if os.environ.get("CI"):
     import ray  # noqa: F401  (under CI Ray must be there: `make test` installs the extra)
@@ -96,10 +97,10 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
 
 
-def _profile(cluster: Cluster, db: Path, seed: int) -> list[str]:
+def _profile(cluster: Cluster, db: Path, seed: int, n: int) -> list[str]:
     return [
         sys.executable, "-m", "infercast", "profile", "--space", str(cluster.folder / "space.yaml"),
-        "--n", "8", "--seed", str(seed), "--db", str(db), "--ray", cluster.address,
+        "--n", str(n), "--seed", str(seed), "--db", str(db), "--ray", cluster.address,
         "--device", "kind-a", "--device", "kind-b", "--chunk", "2", *FAST, "--json",
     ]  # fmt: skip
 
@@ -136,7 +137,7 @@ def _per_platform(db: Path) -> dict[str, tuple[int, int]]:
 def test_campaign_survives_the_second_nodes_raylet_being_killed(cluster: Cluster) -> None:
     db = cluster.folder / "killed-node.db"
     driver = subprocess.Popen(
-        _profile(cluster, db, seed=0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        _profile(cluster, db, seed=0, n=8), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait(lambda: _stored(db, "kind-b") >= 1, 240, "a first kind-b result")
@@ -158,14 +159,16 @@ def test_campaign_survives_the_second_nodes_raylet_being_killed(cluster: Cluster
 
 def test_a_killed_driver_resumes_from_the_store(cluster: Cluster) -> None:
     db = cluster.folder / "killed-driver.db"
-    driver = subprocess.Popen(_profile(cluster, db, seed=1), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    driver = subprocess.Popen(
+        _profile(cluster, db, seed=1, n=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         _wait(lambda: _stored(db) >= 3, 240, "three results")
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
     before = _stored(db)
-    rerun = subprocess.run(_profile(cluster, db, seed=1), capture_output=True, text=True, timeout=400)
+    rerun = subprocess.run(_profile(cluster, db, seed=1, n=4), capture_output=True, text=True, timeout=400)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout)
     assert summary["skipped"] == before and summary["left"] == 0
@@ -180,12 +183,11 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
     from infercast.predict import CascadeBlend
     from infercast.screen import Budgets, from_space, stage_one
 
-    db = cluster.folder / "killed-node.db"
-    with sqlite3.connect(db) as con:
-        [platform] = con.execute("SELECT id FROM platforms WHERE settings LIKE '%kind-a%'").fetchone()
+    # what is screened with comes from any store: a synthetic one, built in a second
+    db = synthetic_store(tmp_path / "runs.db")["db"]
     predictor = tmp_path / "predictor"
     trained = infercast(
-        "train", "--db", str(db), "--platform", platform, "--out", str(predictor), "--no-opwise",
+        "train", "--db", str(db), "--out", str(predictor), "--no-opwise",
         "--n-estimators", "40", "--forest-estimators", "20", "--test-size", "0.15", "--json",
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
