@@ -142,3 +142,22 @@ def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
     (tmp_path / "ow" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(PredictorError, match=r"'kernel\.conv\.pkl' is none of the known model files"):
         OpWise.load(tmp_path / "ow")
+
+
+def test_predictors_saved_before_kernel_rates_predict_latencies_as_they_did(tmp_path) -> None:
+    from infercast.predict.optable import kernels
+
+    ops, e2e = _additive_op_tables(10, 7)
+    model = OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e)
+    model.save(tmp_path / "ow")
+    meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
+    assert meta["kernel_target"] == "log_latency_per_work"
+    del meta["kernel_target"]  # as an earlier infercast wrote it: its regressors learned latency
+    (tmp_path / "ow" / "meta.json").write_text(json.dumps(meta))
+    earlier = OpWise.load(tmp_path / "ow")
+    table = kernels(ops)
+    np.testing.assert_allclose(
+        earlier._predict_kernels(table, earlier.models_),
+        model._predict_kernels(table, model.models_) / table["flops"].to_numpy(),
+        rtol=1e-6,
+    )

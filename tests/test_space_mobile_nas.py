@@ -28,4 +28,4 @@ def test_blocks_follow_the_config(space) -> None:
 
 
 def test_closed_form_equals_build_and_capture(space) -> None:
-    assert_closed_form_matches_capture(space, n=100, seed=5)
+    assert_closed_form_matches_capture(space, n=40, seed=5)

@@ -39,6 +39,8 @@ from infercast.predict.overhead import FORMS, Overhead, choose, overhead_feature
 
 _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
 _POOLED = "pooled"
+# the kernel regressors' target: log(latency / work), or log latency in predictors saved before
+_RATE, _LATENCY = "log_latency_per_work", "log_latency"
 
 
 class OpWise(Described):
@@ -83,6 +85,7 @@ class OpWise(Described):
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
         self.models_: dict[str, Learner] = {}
+        self.kernel_target_ = _RATE
         self.overhead_: Overhead | None = None  # learned: set by fit or load
         self.interval_q_ = float("nan")
         self.ranges_: dict[str, dict[str, list[float]]] = {}
@@ -102,9 +105,8 @@ class OpWise(Described):
     def _fit_kernels(self, table: pd.DataFrame, learners: dict[str, str]) -> dict[str, Learner]:
         """One regressor of log latency per kernel type with ``min_rows`` rows, and a pooled one
         for the rest; ``learners`` names the learner of each (``_POOLED`` included)."""
-        target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None)) - _log_work(
-            table
-        )
+        latency = table["latency_ms"].to_numpy(dtype=np.float64)
+        target = np.log(np.clip(latency, 1e-5, None)) - self._log_work(table)
         models: dict[str, Learner] = {}
         for op_type in self._own_types(table):
             rows = (table["op_type"] == op_type).to_numpy()
@@ -113,6 +115,12 @@ class OpWise(Described):
             )
         models[_POOLED] = self._learner(learners[_POOLED]).fit(self._kernel_matrix(table, True), target)
         return models
+
+    def _log_work(self, table: pd.DataFrame) -> np.ndarray:
+        """What the kernel regressors' target leaves out: log work for a rate (``_RATE``: a
+        kernel larger than any seen in training is predicted at the rate of the largest seen
+        instead of at their latency), nothing for predictors saved before rates (``_LATENCY``)."""
+        return _log_work(table) if self.kernel_target_ == _RATE else np.zeros(len(table))
 
     def _own_types(self, table: pd.DataFrame) -> list[str]:
         counts = table["op_type"].value_counts()
@@ -128,7 +136,7 @@ class OpWise(Described):
         return LEARNERS[name](n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs)
 
     def _predict_kernels(self, table: pd.DataFrame, models: dict[str, Learner]) -> np.ndarray:
-        log_work = _log_work(table)
+        log_work = self._log_work(table)
         out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)) + log_work)
         for op_type, model in models.items():
             rows = (table["op_type"] == op_type).to_numpy()
@@ -167,6 +175,7 @@ class OpWise(Described):
         return choice, np.exp(chosen), scores
 
     def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
+        self.kernel_target_ = _RATE
         table = kernels(ops)
         table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
         e2e = e2e_series(e2e)
@@ -299,6 +308,7 @@ class OpWise(Described):
             },
             "kernel_models": files,
             "kernel_inputs": list(_KERNEL_INPUTS),
+            "kernel_target": self.kernel_target_,
             "overhead": self.overhead_.to_dict(),
             "interval_q": self.interval_q_,
             "ranges": self.ranges_,
@@ -327,6 +337,9 @@ class OpWise(Described):
         }
         if _POOLED not in opwise.models_:
             raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
+        opwise.kernel_target_ = saved.get("kernel_target", _LATENCY)
+        if opwise.kernel_target_ not in (_RATE, _LATENCY):
+            raise PredictorError(f"{folder}: unknown kernel target {opwise.kernel_target_!r}")
         opwise.overhead_ = Overhead.from_dict(saved["overhead"])
         opwise.interval_q_ = float(saved["interval_q"])
         opwise.ranges_ = saved["ranges"]
@@ -340,6 +353,7 @@ _BODY_KEYS = {
     "params",
     "kernel_models",
     "kernel_inputs",
+    "kernel_target",
     "overhead",
     "interval_q",
     "ranges",
@@ -349,9 +363,7 @@ _BODY_KEYS = {
 
 
 def _log_work(table: pd.DataFrame) -> np.ndarray:
-    """log of a kernel's work: its FLOPs, else its bytes moved (concat, pad, layout), else 0.
-    The regressors learn log(latency / work), a rate, so that a kernel larger than any seen in
-    training is predicted at the rate of the largest seen instead of at their latency."""
+    """log of a kernel's work: its FLOPs, else its bytes moved (concat, pad, layout), else 0."""
     flops = table["flops"].to_numpy(dtype=np.float64)
     moved = table["bytes"].to_numpy(dtype=np.float64)
     return np.log(np.where(flops > 0, flops, np.where(moved > 0, moved, 1.0)))
