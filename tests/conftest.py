@@ -30,23 +30,23 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
     return path
 
 
-# Longest files first (seconds measured here on two workers): `make test` runs two workers that
-# each take whole files (`-n 2 --dist loadfile`), and a long file started last leaves one worker
-# running minutes after the other has finished.
+# Longest files first (seconds measured here, three workers on two cores): `make test` runs three
+# workers that each take whole files (`-n 3 --dist loadfile`), and a long file started last
+# leaves one worker running minutes after the others have finished.
 LONGEST_FIRST = (
-    "test_distributed.py",  # ~330 s
-    "test_readme.py",  # ~220 s
-    "test_predict.py",  # ~130 s
-    "test_transfer.py",  # ~120 s
-    "test_screen.py",  # ~80 s
-    "test_demo.py",  # ~80 s
-    "test_profile.py",  # ~80 s
-    "test_space_carb_resnet.py",  # ~70 s
+    "test_distributed.py",  # ~300 s (mostly Ray waiting on nodes: slow beside busy workers)
+    "test_readme.py",  # ~170 s
+    "test_predict.py",  # ~115 s
+    "test_transfer.py",  # ~95 s
+    "test_demo.py",  # ~75 s
     "test_hostile.py",  # ~60 s
-    "test_space_mobile_nas.py",  # ~50 s
-    "test_space_nb201.py",  # ~40 s
-    "test_measure.py",  # ~40 s
+    "test_profile.py",  # ~55 s
+    "test_screen.py",  # ~40 s
     "test_store.py",  # ~35 s
+    "test_measure.py",  # ~35 s
+    "test_space_carb_resnet.py",  # ~30 s
+    "test_space_mobile_nas.py",  # ~20 s
+    "test_cli.py",  # ~20 s
 )
 
 

@@ -1,7 +1,8 @@
 """Ray, for real: a head and a second node started with ``ray start`` on a loopback address, two
 fake device kinds as custom resources; a campaign split across them survives the second node's
 raylet being killed, a killed driver resumes from the store, and screening shards stage 1 over
-the cluster. Campaigns are 8 or 4 configs on each kind: enough for work before and after a kill.
+the cluster. Campaigns are 8 or 4 configs on each kind, in chunks of 4 or 2: work is left after
+each kill.
 The cluster is stopped at the end.
 
 Ray replaces 127.0.0.1 by the host's network address when it names a node; 127.0.0.2 (also
@@ -97,11 +98,11 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
 
 
-def _profile(cluster: Cluster, db: Path, seed: int, n: int) -> list[str]:
+def _profile(cluster: Cluster, db: Path, seed: int, n: int, chunk: int) -> list[str]:
     return [
         sys.executable, "-m", "infercast", "profile", "--space", str(cluster.folder / "space.yaml"),
         "--n", str(n), "--seed", str(seed), "--db", str(db), "--ray", cluster.address,
-        "--device", "kind-a", "--device", "kind-b", "--chunk", "2", *FAST, "--json",
+        "--device", "kind-a", "--device", "kind-b", "--chunk", str(chunk), *FAST, "--json",
     ]  # fmt: skip
 
 
@@ -137,7 +138,7 @@ def _per_platform(db: Path) -> dict[str, tuple[int, int]]:
 def test_campaign_survives_the_second_nodes_raylet_being_killed(cluster: Cluster) -> None:
     db = cluster.folder / "killed-node.db"
     driver = subprocess.Popen(
-        _profile(cluster, db, seed=0, n=8), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        _profile(cluster, db, seed=0, n=8, chunk=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait(lambda: _stored(db, "kind-b") >= 1, 240, "a first kind-b result")
@@ -160,7 +161,7 @@ def test_campaign_survives_the_second_nodes_raylet_being_killed(cluster: Cluster
 def test_a_killed_driver_resumes_from_the_store(cluster: Cluster) -> None:
     db = cluster.folder / "killed-driver.db"
     driver = subprocess.Popen(
-        _profile(cluster, db, seed=1, n=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        _profile(cluster, db, seed=1, n=4, chunk=2), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         _wait(lambda: _stored(db) >= 3, 240, "three results")
@@ -168,7 +169,9 @@ def test_a_killed_driver_resumes_from_the_store(cluster: Cluster) -> None:
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
     before = _stored(db)
-    rerun = subprocess.run(_profile(cluster, db, seed=1, n=4), capture_output=True, text=True, timeout=400)
+    rerun = subprocess.run(
+        _profile(cluster, db, seed=1, n=4, chunk=2), capture_output=True, text=True, timeout=400
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout)
     assert summary["skipped"] == before and summary["left"] == 0
