@@ -20,7 +20,7 @@ from infercast.predict.overhead import (
     overhead_features,
 )
 
-from .helpers import conv_kernel_row
+from .helpers import conv_kernel_row, infercast
 
 
 def _kernel_table(n_models: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -161,3 +161,19 @@ def test_predictors_saved_before_kernel_rates_predict_latencies_as_they_did(tmp_
         model._predict_kernels(table, model.models_) / table["flops"].to_numpy(),
         rtol=1e-6,
     )
+
+
+def test_train_ops_cli_takes_the_form_and_the_learner(tmp_path) -> None:
+    ops, e2e = _additive_op_tables(12, 8)
+    ops.to_csv(tmp_path / "ops.csv", index=False)
+    e2e.to_csv(tmp_path / "e2e.csv", index=False)
+    tables = ("--ops", str(tmp_path / "ops.csv"), "--e2e", str(tmp_path / "e2e.csv"))
+    chosen = ("--overhead", "per_kernel", "--kernel-learner", "extratrees", "--n-estimators", "40")
+    trained = infercast("train-ops", *tables, "--out", str(tmp_path / "ow"), *chosen, "--json")
+    assert trained.returncode == 0, trained.stderr
+    training = json.loads(trained.stdout)["training"]
+    assert training["overhead_form"] == "per_kernel"
+    assert set(training["kernel_learners"].values()) == {"extratrees"}
+    refused = infercast("train-ops", *tables, "--out", str(tmp_path / "no"), "--overhead", "cubic")
+    assert refused.returncode == 2 and "overhead='cubic' must be 'auto' or one of" in refused.stderr
+    assert not (tmp_path / "no").exists()

@@ -139,10 +139,16 @@ def evaluate(
 
 
 def train_ops(
-    ops_path: str | Path, e2e_path: str | Path, out: str | Path, test_size: float = 0.2, seed: int = 0
+    ops_path: str | Path,
+    e2e_path: str | Path,
+    out: str | Path,
+    test_size: float = 0.2,
+    seed: int = 0,
+    opwise: OpWise | None = None,
 ) -> dict[str, Any]:
-    """The table route: train an ``OpWise`` from op and end-to-end tables (docs/formats.md),
-    holding out ``test_size`` of the models to report accuracy, and save it to ``out``."""
+    """The table route: train an ``OpWise`` (``opwise``, or one with default settings) from op and
+    end-to-end tables (docs/formats.md), holding out ``test_size`` of the models to report
+    accuracy, and save it to ``out``."""
     check_output_dir(out)
     ops, e2e = read_table(ops_path), read_table(e2e_path)
     check_op_table(ops, training=True, name=str(ops_path))
@@ -156,7 +162,9 @@ def train_ops(
     train_models = [m for m in models if m not in test]
     ops = ops.assign(model=ops["model"].astype(str))
     e2e = e2e.assign(model=e2e["model"].astype(str))
-    model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)])
+    model = (opwise or OpWise(seed=seed)).fit(
+        ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)]
+    )
     scores = model.evaluate(ops[ops["model"].isin(test)].drop(columns="latency_ms"), e2e) if test else {}
     model.save(out, {"training": {"ops": str(ops_path), "e2e": str(e2e_path)}, "test_metrics": scores})
     return {

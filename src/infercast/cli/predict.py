@@ -173,22 +173,33 @@ def train_ops(
     out: Path = typer.Option(..., "--out", help="predictor directory to write"),
     test_size: float = typer.Option(0.2, "--test-size", help="share of models held out to score"),
     seed: int = typer.Option(0, "--seed"),
+    overhead: str = typer.Option(
+        "auto", "--overhead", help="auto (chosen by cross-validation), ratio, factor, affine, per_kernel, …"
+    ),
+    kernel_learner: str = typer.Option(
+        "auto", "--kernel-learner", help="auto (per kernel type), xgboost, lightgbm or extratrees"
+    ),
+    n_estimators: int = typer.Option(400, "--n-estimators", help="boosting rounds per kernel regressor"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Train the op-wise latency predictor from op measurements of any runtime."""
     from infercast.api import train_ops as run_train_ops
+    from infercast.predict import OpWise
 
     def body() -> dict[str, Any]:
+        model = OpWise(n_estimators=n_estimators, seed=seed, overhead=overhead, kernel_learner=kernel_learner)
         with console.status("training the op-wise predictor", spinner="dots"):
-            return run_train_ops(ops, e2e, out, test_size, seed)
+            return run_train_ops(ops, e2e, out, test_size, seed, opwise=model)
 
     summary = run_guarded(body)
     if as_json:
         print_json(summary)
         return
+    training = summary["training"]
     console.print(
         f"op-wise predictor written to {summary['predictor']}: {summary['n_train_models']} models, "
-        f"{summary['training']['n_kernels']} kernels; kernel types {summary['training']['kernel_types']}"
+        f"{training['n_kernels']} kernels; kernel types {training['kernel_types']}; overhead form "
+        f"{training['overhead_form']}; kernel learners {training['kernel_learners']}"
     )
     if summary["test_metrics"]:
         console.print(
