@@ -136,6 +136,9 @@ def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
     with pytest.raises(PredictorError, match="kernel_learner='svm' must be 'auto' or one of xgboost"):
         OpWise(kernel_learner="svm")
     ops, e2e = _additive_op_tables(8, 6)
+    two = ops["model"].isin(["m0", "m1"])
+    with pytest.raises(PredictorError, match="at least 3 models; 2 have both"):
+        OpWise(n_estimators=20).fit(ops[two], e2e)
     OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e).save(tmp_path / "ow")
     meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
     meta["kernel_models"]["conv"] = "kernel.conv.pkl"

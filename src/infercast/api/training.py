@@ -25,7 +25,7 @@ from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import stratified_split
 from infercast.predict.optable import check_e2e_table, check_op_table
-from infercast.predict.opwise import OpWise
+from infercast.predict.opwise import MIN_MODELS, OpWise
 from infercast.store import Store
 from infercast.tables import read_table
 
@@ -90,6 +90,12 @@ def train(
         train_ids = set(data.config_ids[train_rows])
         test_ids = set(data.config_ids[test_rows])
         profiled = len(train_ids & set(ops["model"]))
+        if profiled < MIN_MODELS:
+            summary["opwise"] = (
+                f"not trained: op profiles of {profiled} training configs "
+                f"(needs {MIN_MODELS}; profile with --ops)"
+            )
+            return summary
         tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
         op_model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
         held = ops[ops["model"].isin(test_ids)]

@@ -39,6 +39,7 @@ from infercast.predict.overhead import FORMS, Overhead, choose, overhead_feature
 
 _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
 _POOLED = "pooled"
+MIN_MODELS = 3
 # the kernel regressors' target: log(latency / work), or log latency in predictors saved before
 _RATE, _LATENCY = "log_latency_per_work", "log_latency"
 
@@ -180,9 +181,11 @@ class OpWise(Described):
         table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
         e2e = e2e_series(e2e)
         models = sorted(set(table["model"]) & set(e2e.index))
-        if len(models) < 2:
+        if len(models) < MIN_MODELS:
+            # the overhead form is chosen on models held out: two train on one, which fits nothing
             raise PredictorError(
-                f"need kernels and an end-to-end latency for at least 2 models; {len(models)} have both"
+                f"need kernels and an end-to-end latency for at least {MIN_MODELS} models; "
+                f"{len(models)} have both"
             )
         table = table[table["model"].isin(models)].reset_index(drop=True)
         truth = e2e.loc[models].to_numpy(dtype=np.float64)
