@@ -154,7 +154,7 @@ def test_predictors_saved_before_kernel_rates_predict_latencies_as_they_did(tmp_
     model = OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e)
     model.save(tmp_path / "ow")
     meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
-    assert meta["kernel_target"] == "log_latency_per_work"
+    assert meta["kernel_target"] == "own_types_log_latency_per_work"
     del meta["kernel_target"]  # as an earlier infercast wrote it: its regressors learned latency
     (tmp_path / "ow" / "meta.json").write_text(json.dumps(meta))
     earlier = OpWise.load(tmp_path / "ow")
