@@ -15,6 +15,7 @@ Appends its result to benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -161,7 +162,7 @@ def main() -> None:
         "",
         f"## Op-wise route on TFLite GPU (usc-mobile, 102 real networks) — {stamp()}",
         "",
-        "`.venv/bin/python benchmarks/usc_opwise.py --data ../shared/data/usc-mobile` "
+        f"`.venv/bin/python benchmarks/usc_opwise.py {' '.join(sys.argv[1:])}` "
         f"({machine()}, {elapsed / 60:.0f} min). Data: qed-usc/mobile-ml-benchmark (MIT), "
         "Li, Paolieri, Golubchik, EdgeSys '24. Each fold trains through `infercast.api.train_ops` and "
         "predicts the held-out networks through `predict_ops` (defaults: kernel learner and overhead "
