@@ -51,7 +51,11 @@ params:
 """
 
 
-def infercast(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+# a CLI call in the tests that has not returned by then has hung (the slowest takes ~75 s)
+CLI_TIMEOUT_S = 300
+
+
+def infercast(*args: str) -> subprocess.CompletedProcess[str]:
     """``infercast ARGS`` as a user runs it: a real subprocess, output captured. One that hangs
     is aborted with every thread's Python stack in the failure (faulthandler on SIGABRT), so a
     rare hang seen only under CI can be read, not just timed."""
@@ -61,11 +65,11 @@ def infercast(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as process:
         try:
-            out, err = process.communicate(timeout=timeout_s)
+            out, err = process.communicate(timeout=CLI_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGABRT)
             out, err = process.communicate(timeout=30)
-            hung = f"infercast {' '.join(args)} still running after {timeout_s:.0f} s"
+            hung = f"infercast {' '.join(args)} still running after {CLI_TIMEOUT_S} s"
             raise AssertionError(f"{hung}; its threads:\n{err[-12000:]}") from None
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
