@@ -51,7 +51,7 @@ def _through_the_api(
     return rows, summary["training"]
 
 
-def _ratio_route(
+def _earlier_route(
     table: pd.DataFrame, truth: pd.Series, train: list[str], held: list[str], n: int
 ) -> pd.Series:
     model = OpWise(n_estimators=n, overhead="ratio", kernel_learner="xgboost").fit(
@@ -75,7 +75,7 @@ def evaluate_device(
     truth = truth.loc[models]
     groups = models if grouping == "model" else np.array([family(m) for m in models])
     flops = e2e.loc[models, "FLOPS"].astype(float)
-    opwise, ratio, proportional = [], [], []
+    opwise, earlier, proportional = [], [], []
     forms, learners = Counter(), Counter()
     for i, (train_idx, held_idx) in enumerate(GroupKFold(n_splits=5).split(models, groups=groups)):
         train, held = list(models[train_idx]), list(models[held_idx])
@@ -83,14 +83,14 @@ def evaluate_device(
         opwise.append(rows)
         forms[training["overhead_form"]] += 1
         learners.update(training["kernel_learners"].values())
-        ratio.append(_ratio_route(table, truth, train, held, n_estimators))
+        earlier.append(_earlier_route(table, truth, train, held, n_estimators))
         rate = np.median(truth.loc[train] / flops.loc[train])
         proportional.append(flops.loc[held] * rate)
     return {
         "device": device,
         "grouping": grouping,
         "opwise": _scores(truth, pd.concat(opwise)),
-        "ratio": _scores(truth, pd.concat(ratio).rename("latency_ms").to_frame()),
+        "earlier": _scores(truth, pd.concat(earlier).rename("latency_ms").to_frame()),
         "flops": _scores(truth, pd.concat(proportional).rename("latency_ms").to_frame()),
         "forms": dict(forms),
         "learners": dict(learners),
@@ -130,7 +130,7 @@ def main() -> None:
     )
     parser.add_argument("--curve-device", default="pixel4")
     parser.add_argument("--curve-sizes", nargs="*", type=int, default=[5, 10, 20, 50])
-    parser.add_argument("--ratio-estimators", type=int, default=400)
+    parser.add_argument("--earlier-estimators", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -142,10 +142,10 @@ def main() -> None:
         family_devices = args.devices if args.family_devices is None else args.family_devices
         for device in args.devices:
             for grouping in ("model", "family") if device in family_devices else ("model",):
-                result = evaluate_device(ops, e2e, device, grouping, work, args.ratio_estimators)
+                result = evaluate_device(ops, e2e, device, grouping, work, args.earlier_estimators)
                 results.append(result)
                 o = result["opwise"]
-                earlier, flops = result["ratio"]["within_10pct"], result["flops"]["within_10pct"]
+                earlier, flops = result["earlier"]["within_10pct"], result["flops"]["within_10pct"]
                 print(
                     f"{device:9s} {grouping:6s} ±10 % {o['within_10pct']:.1%} median {o['median_ape']:.1f} % "
                     f"(earlier {earlier:.1%}, FLOPs {flops:.1%}) forms {result['forms']}",
@@ -180,7 +180,7 @@ def main() -> None:
         chosen = ", ".join(f"{form} {n}" for form, n in sorted(r["forms"].items()))
         lines.append(
             f"| {r['device']} | {r['grouping']} | {o['within_10pct']:.1%} | {o['median_ape']:.1f} % "
-            f"| {o['spearman']:.3f} | {o['coverage']:.0%} | {r['ratio']['within_10pct']:.1%} "
+            f"| {o['spearman']:.3f} | {o['coverage']:.0%} | {r['earlier']['within_10pct']:.1%} "
             f"| {r['flops']['within_10pct']:.1%} | {chosen} |"
         )
     learners = Counter()

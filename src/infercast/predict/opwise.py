@@ -40,6 +40,8 @@ from infercast.predict.overhead import FORMS, Overhead, choose, overhead_feature
 _KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
 _POOLED = "pooled"
 MIN_MODELS = 3
+# a model outside the training range of these is flagged ood (the overhead features it is kept for)
+_MODEL_RANGE_COLUMNS = ("log_n_kernels", "log_flops")
 # the kernel regressors' target: log(latency / work) for a type's own regressor and log latency
 # for the pooled one, or log latency everywhere in predictors saved before
 _RATE, _LATENCY = "own_types_log_latency_per_work", "log_latency"
@@ -210,7 +212,7 @@ class OpWise(Described):
             for t, g in table.groupby("op_type")
         }
         self.overhead_ranges_ = {
-            c: [float(features[c].min()), float(features[c].max())] for c in features.columns
+            c: [float(features[c].min()), float(features[c].max())] for c in _MODEL_RANGE_COLUMNS
         }
         predicted = np.exp(oof_log)
         self.training_ = {
@@ -264,7 +266,7 @@ class OpWise(Described):
                         f"{op_type} {column} up to {values.max():.4g} outside [{low:.4g}, {high:.4g}]"
                     )
                     break
-        for column in ("log_n_kernels", "log_flops"):
+        for column in _MODEL_RANGE_COLUMNS:
             low, high = self.overhead_ranges_.get(column, (-np.inf, np.inf))
             if not low - 0.05 <= overhead[column] <= high + 0.05:
                 parts.append(f"model {column}={overhead[column]:.3g} outside [{low:.3g}, {high:.3g}]")

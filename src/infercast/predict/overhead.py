@@ -179,7 +179,7 @@ class AdditiveOverhead(Overhead):
             matrix / e2e_ms[:, None] / scale, np.ones(len(e2e_ms)), maxiter=50 * len(self.terms)
         )
         self.coef = solution / scale
-        if self.coef[0] <= 0 and not (self.coef[1:] > 0).any():
+        if not (self.coef > 0).any():
             raise PredictorError(
                 "the additive overhead fit found no positive cost; the end-to-end table is degenerate"
             )
