@@ -32,6 +32,7 @@ FAST = [
     "--group",
     "2",
     "--no-energy",
+    "--no-sentinels",  # tests/test_drift.py takes sentinel passes
 ]
 
 # learner sizes that train in seconds

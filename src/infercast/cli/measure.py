@@ -35,7 +35,13 @@ def _backend(name: str, threads: int, opt_level: str) -> Any:
 
 
 def _protocol(
-    warmup_s: float, round_s: float, min_rounds: int, cap_s: float, group: int, timeout_s: float
+    warmup_s: float,
+    round_s: float,
+    min_rounds: int,
+    cap_s: float,
+    group: int,
+    timeout_s: float,
+    sentinel_every_s: float = 600.0,
 ) -> Any:
     from infercast.measure import Protocol
 
@@ -46,7 +52,31 @@ def _protocol(
         cap_s=cap_s,
         group=group,
         timeout_s=timeout_s,
+        sentinel_every_s=sentinel_every_s,
     )
+
+
+SENTINELS_HELP = "re-measure the backend's sentinel models at the start, at intervals and at the end"
+SENTINEL_EVERY_HELP = "seconds between sentinel passes (0: only at the start and the end)"
+
+
+def _drift_line(summary: dict[str, Any]) -> str | None:
+    """What the campaign's sentinels said, in a line; None when it took no pass."""
+    sentinels, drift = summary.get("sentinels"), summary.get("drift")
+    if not sentinels or drift is None:
+        return None
+    last = sentinels["last_vs_usual"]
+    parts = [f"sentinels: {sentinels['passes']} passes"]
+    if last is not None:
+        parts[0] += f", the last {last:+.1%} against their usual"
+    if drift["spread"] is not None:
+        parts.append(
+            f"between-session spread ±{drift['spread_percent']:.1f}% ({drift['basis']}, "
+            f"{drift['passes']} passes) is in every stored CI"
+        )
+    if sentinels["failures"]:
+        parts.append(f"{len(sentinels['failures'])} readings failed: {sentinels['failures'][0]}")
+    return "; ".join(parts)
 
 
 @app.command()
@@ -67,6 +97,8 @@ def measure(
     ),
     db: Path | None = typer.Option(None, "--db", help="also store models and results in this store"),
     campaign: str = typer.Option("models", "--campaign", help="campaign name in the store (with --db)"),
+    sentinels: bool = typer.Option(True, "--sentinels/--no-sentinels", help=SENTINELS_HELP + " (with --db)"),
+    sentinel_every_s: float = typer.Option(600.0, "--sentinel-every-s", help=SENTINEL_EVERY_HELP),
     ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
     op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
@@ -80,7 +112,7 @@ def measure(
 
     def body() -> list[dict[str, Any]]:
         chosen = _backend(backend, threads, opt_level)
-        protocol = _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s)
+        protocol = _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
         with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
             from infercast.models import parse_input_shape
 
@@ -93,6 +125,7 @@ def measure(
                 db=db,
                 campaign=campaign,
                 op_runs=op_runs if ops else 0,
+                sentinels=sentinels,
             )
 
     results = run_guarded(body)
@@ -120,6 +153,11 @@ def measure(
             joules,
         )
     console.print(table)
+    for r in results:
+        if r.get("contended"):
+            console.print(f"[yellow]contended[/]: {r['model']}: {r['contended_reason']}")
+    if any(r.get("session_spread") is not None for r in results):
+        console.print("95% CI: within the session and between sessions (the platform's sentinels)")
     reasons = {r["energy_reason"] for r in results if r.get("energy_reason")}
     for reason in reasons:
         console.print(f"energy: {reason}")
@@ -145,6 +183,8 @@ def profile(
     group: int = typer.Option(4, "--group"),
     timeout_s: float = typer.Option(180.0, "--timeout-s"),
     energy: bool = typer.Option(True, "--energy/--no-energy"),
+    sentinels: bool = typer.Option(True, "--sentinels/--no-sentinels", help=SENTINELS_HELP),
+    sentinel_every_s: float = typer.Option(600.0, "--sentinel-every-s", help=SENTINEL_EVERY_HELP),
     ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
     op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
     limit: int | None = typer.Option(
@@ -185,13 +225,18 @@ def profile(
                 bar.update(task, total=state["todo"], description=f"profiling {space}")
             elif event in ("done", "failed", "lost"):
                 bar.update(task, completed=state["done"] + state["failed"] + state.get("lost", 0))
+            elif event == "sentinels" and state["sentinels"]["last_vs_usual"] is not None:
+                slower = state["sentinels"]["last_vs_usual"]
+                bar.update(task, description=f"profiling {space} (sentinels {slower:+.1%} vs usual)")
 
         def body() -> dict[str, Any]:
             common: dict[str, Any] = {
                 "seed": seed,
                 "stratified": stratified,
                 "campaign": campaign,
-                "protocol": _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s),
+                "protocol": _protocol(
+                    warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s
+                ),
                 "energy": energy,
                 "op_runs": op_runs if ops else 0,
                 "progress": progress,
@@ -199,7 +244,7 @@ def profile(
             }
             settings = _settings(backend, threads, opt_level)
             if ray_address is None:
-                return run_profile(space, n, db, backend, **common, **settings)
+                return run_profile(space, n, db, backend, **common, sentinels=sentinels, **settings)
             try:
                 from infercast.distributed import profile_on_ray
             except ImportError:
@@ -228,3 +273,6 @@ def profile(
     )
     if summary.get("restricted"):
         console.print(f"note: {summary['restricted']}")
+    drift = _drift_line(summary)
+    if drift:
+        console.print(drift)

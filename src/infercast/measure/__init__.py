@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +29,7 @@ from infercast.measure.engine import Engine, Item
 from infercast.measure.platform import fingerprint
 from infercast.measure.protocol import Protocol
 from infercast.measure.sensors import NoSensor, detect
+from infercast.measure.sentinels import Sentinels
 from infercast.paths import check_store_file
 from infercast.resources import check_fits
 from infercast.store import Measurement, Platform, Store
@@ -68,13 +70,15 @@ def measure(
     op_runs: int = 0,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
     input_shape: tuple[int, ...] | None = None,
+    sentinels: bool = True,
     **settings: Any,
 ) -> list[dict[str, Any]]:
     """Measure model strings; one dict per model: the statistics, or ``failure`` with its reason.
 
     With ``db`` the models (with their analytic features) and results also go into that store
     under ``campaign``; models the campaign already holds are not measured again (their stored
-    figures are returned, with ``"stored": True``).
+    figures are returned, with ``"stored": True``), and the campaign takes sentinel passes unless
+    ``sentinels`` is False.
     """
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     results: dict[str, dict[str, Any]] = {}
@@ -91,7 +95,9 @@ def measure(
         return [results[item.key] for item in items]
     check_store_file(db)
     rows, unusable = model_configs(models, input_shape, (protocol or Protocol()).timeout_s)
-    run_campaign(rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail)
+    run_campaign(
+        rows, db, chosen, campaign, protocol, energy, op_runs, progress, keep, fail, sentinels=sentinels
+    )
     with Store(db) as store:
         stored = store.measurements(platform_of(chosen).id)
     stored = stored[stored["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
@@ -102,7 +108,10 @@ def measure(
             out.append({"model": model, **unusable[model]})
             continue
         row = next(described)
-        if row["id"] in results:
+        if row["id"] in results and row["id"] in stored.index:
+            session = _session_figures(stored.loc[row["id"]])
+            out.append({**results[row["id"]], **session})
+        elif row["id"] in results:
             out.append(results[row["id"]])
         elif row["id"] in stored.index:
             record = stored.loc[row["id"]]
@@ -146,10 +155,26 @@ def model_configs(
     return rows, unusable
 
 
+_SESSION_FIGURES = (
+    "ci_low_ms",
+    "ci_high_ms",
+    "within_ci_low_ms",
+    "within_ci_high_ms",
+    "session_spread",
+    "contended",
+    "contended_reason",
+)
+
+
+def _session_figures(record: Any) -> dict[str, Any]:
+    """A stored measurement's session CI (``store.drift``) and contention flag."""
+    return {name: to_python(record[name]) for name in _SESSION_FIGURES}
+
+
 def _stored_figures(record: Any) -> dict[str, Any]:
-    names = ("n", "median_ms", "mean_ms", "low_ms", "ci_low_ms", "ci_high_ms", "cv", "cap_hit", "contention")
+    names = ("n", "median_ms", "mean_ms", "low_ms", "cv", "cap_hit", "contention")
     extra = ("peak_memory_bytes", "peak_memory_definition", "energy_j", "energy_reason", "energy_sensor")
-    return {name: to_python(record[name]) for name in (*names, *extra)}
+    return {**{name: to_python(record[name]) for name in (*names, *extra)}, **_session_figures(record)}
 
 
 def profile(
@@ -165,6 +190,7 @@ def profile(
     op_runs: int = 0,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
     limit: int | None = None,
+    sentinels: bool = True,
     **settings: Any,
 ) -> dict[str, Any]:
     """Measure ``n`` sampled configs of ``space`` into the store ``db``; rerunning resumes.
@@ -176,11 +202,14 @@ def profile(
     ``op_runs`` > 0 also profiles every executed kernel (ONNX Runtime) over that many runs.
     ``progress(event, summary)`` is called with ``"start"`` (after planning: ``summary["todo"]``
     is known), ``"done"``, ``"failed"`` and ``"round"``. Returns the summary: done, failed, skipped,
-    median CI half-width.
+    median CI half-width, and (``sentinels``, the default) the sentinel passes and the platform's
+    drift (``run_campaign``).
     """
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     rows, name = campaign_rows(space, n, seed, stratified, limit, chosen.precisions)
-    summary = run_campaign(rows, db, chosen, campaign or name, protocol, energy, op_runs, progress)
+    summary = run_campaign(
+        rows, db, chosen, campaign or name, protocol, energy, op_runs, progress, sentinels=sentinels
+    )
     restricted = restriction_note(space, chosen)
     return {**summary, "restricted": restricted} if restricted else summary
 
@@ -240,10 +269,13 @@ def run_campaign(
     on_result: Callable[[Item, Measurement], None] | None = None,
     on_failure: Callable[[Item, str, str], None] | None = None,
     deadline: float | None = None,
+    sentinels: bool = True,
 ) -> dict[str, Any]:
     """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
     campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
-    After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them."""
+    After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them.
+    With ``sentinels`` the campaign takes sentinel passes (``measure.sentinels``): the summary then
+    has ``sentinels`` (passes, the last pass against the platform's usual) and ``drift``."""
     check_store_file(db)
     widths: list[float] = []
     tell = progress or (lambda event, state: None)
@@ -275,10 +307,59 @@ def run_campaign(
             tell("failed", summary)
 
         engine = Engine(backend, protocol, energy_sensor(backend, energy), op_runs=op_runs)
-        engine.run(book.todo, keep, fail, on_round=lambda: tell("round", summary), deadline=deadline)
+        watch = Sentinels(store, book.platform, campaign, backend, engine.protocol.sentinel_every_s)
+        try:
+            _measure_between_passes(
+                engine, book, watch if sentinels else None, keep, fail, tell, summary, deadline
+            )
+        finally:
+            engine.close()
+        if sentinels and book.todo:
+            summary["drift"] = store.drift(book.platform.id).to_dict()
     summary["left"] = book.left
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary
+
+
+def _measure_between_passes(
+    engine: Engine,
+    book: Campaign,
+    watch: Sentinels | None,
+    keep: Callable[[Item, Measurement], None],
+    fail: Callable[[Item, str, str], None],
+    tell: Callable[[str, dict[str, Any]], None],
+    summary: dict[str, Any],
+    deadline: float | None,
+) -> None:
+    """The campaign's configs, with a sentinel pass at the start, whenever one is due, and at the
+    end; a campaign with nothing left to measure takes none."""
+    finished: set[str] = set()
+
+    def kept(item: Item, m: Measurement) -> None:
+        finished.add(item.key)
+        keep(item, m)
+
+    def failed(item: Item, kind: str, reason: str) -> None:
+        finished.add(item.key)
+        fail(item, kind, reason)
+
+    def sentinel_pass() -> None:
+        if watch is not None:
+            summary["sentinels"] = watch.take(engine)
+            tell("sentinels", summary)
+
+    remaining = list(book.todo)
+    if not remaining:
+        return
+    sentinel_pass()
+    while remaining and (deadline is None or time.monotonic() < deadline):
+        due = watch.due_at() if watch is not None else None
+        until = min((d for d in (deadline, due) if d is not None), default=None)
+        engine.run(remaining, kept, failed, lambda: tell("round", summary), deadline=until, keep_workers=True)
+        remaining = [item for item in remaining if item.key not in finished]
+        if remaining:
+            sentinel_pass()
+    sentinel_pass()
 
 
 # ``infercast.measure(…)`` calls ``infercast.api.measure`` (see the package ``infercast``)

@@ -144,9 +144,13 @@ class Engine:
         on_failure: Callable[[Item, str, str], None],
         on_round: Callable[[], None] | None = None,
         deadline: float | None = None,
+        timed_only: bool = False,
+        keep_workers: bool = False,
     ) -> None:
         """Measure ``items``; after ``deadline`` (a ``time.monotonic()`` value) no new item starts,
-        the ones under way finish."""
+        the ones under way finish. ``timed_only`` reads neither energy nor per-op rows (for
+        sentinels). With ``keep_workers`` the idle worker processes stay up for the next run
+        (spawning one imports torch: seconds); ``close()`` stops them."""
         pending = deque(items)
         active: list[_Active] = []
 
@@ -169,13 +173,18 @@ class Engine:
                     on_round()
                 for state in [s for s in active if self._finished(s)]:
                     active.remove(state)
-                    self._finish(state, on_result, on_failure)
+                    self._finish(state, on_result, on_failure, timed_only)
         finally:
             for state in active:
                 state.worker.kill()
-            for worker in self._idle:
-                worker.stop()
-            self._idle.clear()
+            if not keep_workers:
+                self.close()
+
+    def close(self) -> None:
+        """Stop the idle worker processes."""
+        for worker in self._idle:
+            worker.stop()
+        self._idle.clear()
 
     def _round(self, active: list[_Active], on_failure: Callable[[Item, str, str], None]) -> None:
         ratios = []
@@ -208,13 +217,14 @@ class Engine:
         state: _Active,
         on_result: Callable[[Item, Measurement], None],
         on_failure: Callable[[Item, str, str], None],
+        timed_only: bool,
     ) -> None:
         steal = steal_share(state.cpu_start, cpu_times())
         stats = summarize(state.rounds, state.drifted, steal, self.protocol, cap_hit=not state.converged)
         try:
             _, peak, definition = state.worker.call("memory")
-            energy, reason = self._energy(state.worker)
-            ops = state.worker.call("ops", self.op_runs)[1] if self.op_runs else []
+            energy, reason = (None, "timed only") if timed_only else self._energy(state.worker)
+            ops = state.worker.call("ops", self.op_runs)[1] if self.op_runs and not timed_only else []
         except WorkerFailure as failure:
             self._drop(state.worker)
             on_failure(state.item, failure.kind, failure.reason)

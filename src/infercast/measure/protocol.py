@@ -13,6 +13,9 @@ alike instead of one config entirely. Per config the protocol records all iterat
   within ``ci_target`` of the median (after ``min_rounds``) or the time cap is hit (``cap_hit``);
 - ``contention``: the share of the config's rounds taken while the whole group ran more than
   ``drift_tolerance`` slower than its best (drift), or the CPU steal share, whichever is larger.
+
+What a round cannot see — the whole session running slower or faster than another — is measured by
+the campaign's sentinel passes (``measure.sentinels``, ``store.drift``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Protocol:
     group: int = 4
     bootstrap: int = 1000
     seed: int = 0
+    sentinel_every_s: float = 600.0  # a campaign's sentinel passes: start, this often, end (0: start, end)
 
     def __post_init__(self) -> None:
         for item in fields(self):

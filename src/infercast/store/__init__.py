@@ -24,9 +24,10 @@ from typing import Any
 import pandas as pd
 
 from infercast.errors import InfercastError
+from infercast.store.drift import Drift, estimate, session_intervals
 from infercast.tables import write_table
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,6 +89,26 @@ CREATE TABLE failures (
 );
 CREATE INDEX measurements_platform ON measurements (platform_id, campaign);
 """
+# schema 2 added the sentinels table: a schema-1 store gets it when opened for writing
+_SENTINELS_TABLE = """
+CREATE TABLE IF NOT EXISTS sentinels (
+    id INTEGER PRIMARY KEY,
+    platform_id TEXT NOT NULL REFERENCES platforms(id),
+    campaign TEXT NOT NULL,
+    pass_index INTEGER NOT NULL,     -- 0 at the campaign's start, then one per pass (resumed runs go on)
+    sentinel TEXT NOT NULL,          -- small, medium, large
+    model TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    n INTEGER NOT NULL,
+    median_ms REAL NOT NULL,
+    low_ms REAL NOT NULL,
+    ci_low_ms REAL NOT NULL,
+    ci_high_ms REAL NOT NULL,
+    cv REAL NOT NULL,
+    contention REAL,
+    samples TEXT NOT NULL,
+    UNIQUE (platform_id, campaign, pass_index, sentinel)
+)"""
 _TABLES = {"meta", "platforms", "configs", "measurements", "op_measurements", "failures"}
 
 
@@ -169,11 +190,21 @@ class Store:
         self.db.execute("PRAGMA foreign_keys=ON")
         if not exists:
             with self.transaction():
-                for statement in _SCHEMA.split(";"):
+                for statement in [*_SCHEMA.split(";"), _SENTINELS_TABLE]:
                     if statement.strip():
                         self.db.execute(statement)
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self.db.execute("INSERT INTO meta VALUES ('created_by', 'infercast')")
+        else:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if int(row[0]) >= SCHEMA_VERSION:
+            return
+        with self.transaction() as db:
+            db.execute(_SENTINELS_TABLE)
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _readonly_uri(self) -> str:
         """A read-only SQLite URI. With no ``-wal`` beside the file (no writer at work, the last one
@@ -302,7 +333,72 @@ class Store:
                 (config_id, platform_id, campaign, time.time(), kind, reason),
             )
 
+    def add_sentinel(
+        self, platform_id: str, campaign: str, pass_index: int, sentinel: str, model: str, m: Measurement
+    ) -> None:
+        """One sentinel reading of a campaign's pass (see ``store.drift``)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO sentinels (platform_id, campaign, pass_index, sentinel, model, "
+                "created_at, n, median_ms, low_ms, ci_low_ms, ci_high_ms, cv, contention, samples) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    platform_id,
+                    campaign,
+                    pass_index,
+                    sentinel,
+                    model,
+                    time.time(),
+                    m.n,
+                    m.median_ms,
+                    m.low_ms,
+                    m.ci_low_ms,
+                    m.ci_high_ms,
+                    m.cv,
+                    m.contention,
+                    _json(m.samples),
+                ),
+            )
+
     # --- reads ------------------------------------------------------------------------------
+    def sentinels(self, platform_id: str | None = None) -> pd.DataFrame:
+        """Sentinel readings (every pass of every campaign), oldest first; none in a schema-1 store
+        opened read-only."""
+        if not self._has_table("sentinels"):
+            return pd.DataFrame(
+                columns=[
+                    "platform_id",
+                    "campaign",
+                    "pass_index",
+                    "sentinel",
+                    "created_at",
+                    "median_ms",
+                    "low_ms",
+                ]
+            )
+        query = "SELECT * FROM sentinels"
+        arguments: tuple[Any, ...] = ()
+        if platform_id is not None:
+            query += " WHERE platform_id = ?"
+            arguments = (platform_id,)
+        return pd.read_sql_query(query + " ORDER BY id", self.db, params=arguments)
+
+    def next_sentinel_pass(self, platform_id: str, campaign: str) -> int:
+        """The pass index a (resumed) campaign's next sentinel pass gets."""
+        row = self.db.execute(
+            "SELECT MAX(pass_index) FROM sentinels WHERE platform_id=? AND campaign=?",
+            (platform_id, campaign),
+        ).fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def drift(self, platform_id: str) -> Drift:
+        """The platform's between-session spread from its sentinel readings (``store.drift``)."""
+        return estimate(self.sentinels(platform_id))
+
+    def _has_table(self, name: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+        return self.db.execute(query, (name,)).fetchone() is not None
+
     def done(self, platform_id: str, campaign: str) -> set[str]:
         """Config ids already measured or failed in this campaign on this platform."""
         query = (
@@ -317,8 +413,13 @@ class Store:
             frame[column] = frame[column].map(json.loads)
         return frame
 
-    def measurements(self, platform_id: str | None = None) -> pd.DataFrame:
-        """Measurements joined with their config (model string, space, params as JSON text)."""
+    def measurements(self, platform_id: str | None = None, session_ci: bool = True) -> pd.DataFrame:
+        """Measurements joined with their config (model string, space, params as JSON text).
+
+        With ``session_ci`` (the default) ``ci_low_ms`` / ``ci_high_ms`` are the session CI, which
+        adds the platform's between-session spread to the within-session one (kept in
+        ``within_ci_low_ms`` / ``within_ci_high_ms``), with ``session_spread`` and the
+        ``contended`` flag and reason (``store.drift``)."""
         query = (
             "SELECT m.*, c.model, c.space, c.params, c.features FROM measurements m "
             "JOIN configs c ON c.id = m.config_id"
@@ -327,7 +428,15 @@ class Store:
         if platform_id is not None:
             query += " WHERE m.platform_id = ?"
             arguments = (platform_id,)
-        return pd.read_sql_query(query + " ORDER BY m.id", self.db, params=arguments)
+        frame = pd.read_sql_query(query + " ORDER BY m.id", self.db, params=arguments)
+        if not session_ci:
+            return frame
+        parts = [
+            session_intervals(group, self.drift(platform)) for platform, group in frame.groupby("platform_id")
+        ]
+        if not parts:
+            return session_intervals(frame, estimate(self.sentinels("")))
+        return pd.concat(parts).sort_index()
 
     def failures(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM failures ORDER BY id", self.db)

@@ -51,6 +51,14 @@ class Session(ABC):
         return
 
 
+def carb_resnet_model(depth: int, width: float, input_size: int, batch: int) -> str:
+    """The model string of a basic-block carb-resnet config (sentinels are such configs)."""
+    return (
+        f"space:carb-resnet?batch={batch}&block=basic&depth={depth}&early_downsample=1"
+        f"&input_size={input_size}&precision=fp32&width={width}"
+    )
+
+
 class Backend(ABC):
     """``name`` is what users type (``ort-cpu``); ``settings`` change the kernels chosen."""
 
@@ -63,6 +71,13 @@ class Backend(ABC):
     # session runs from are the model's own) or only before ``open`` (the session holds its own
     # copy, and what ``prepare`` built to get there is released first).
     memory_from_load: ClassVar[bool] = True
+    # fixed models every campaign re-measures to estimate the platform's drift (measure.sentinels);
+    # on this project's 2-core CPU at 1 thread ~0.2, ~2.4 and ~9 ms
+    sentinels: ClassVar[dict[str, str]] = {
+        "small": carb_resnet_model(depth=10, width=0.5, input_size=64, batch=1),
+        "medium": carb_resnet_model(depth=18, width=0.75, input_size=96, batch=1),
+        "large": carb_resnet_model(depth=18, width=1.0, input_size=160, batch=1),
+    }
 
     def __init__(self, threads: int = 1) -> None:
         if not isinstance(threads, int) or threads < 1:

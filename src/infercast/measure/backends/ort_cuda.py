@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from infercast.measure.backends.base import carb_resnet_model
 from infercast.measure.backends.ort_cpu import OrtCpuBackend
 
 
 class OrtCudaBackend(OrtCpuBackend):
     name: ClassVar[str] = "ort-cuda"
     device: ClassVar[str] = "cuda"
+    # a GPU needs batches to be busy: sentinels from a launch-bound to a compute-bound one
+    sentinels: ClassVar[dict[str, str]] = {
+        "small": carb_resnet_model(depth=10, width=0.5, input_size=64, batch=8),
+        "medium": carb_resnet_model(depth=18, width=1.0, input_size=224, batch=16),
+        "large": carb_resnet_model(depth=34, width=1.0, input_size=224, batch=64),
+    }
     # outputs come back to the host, so ``run`` returns only once the GPU work is done
     providers: ClassVar[list[str]] = ["CUDAExecutionProvider"]
     precisions: ClassVar[tuple[str, ...] | None] = None  # the CUDA provider runs fp16 too

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from infercast.measure.backends.base import Backend, Session
+from infercast.measure.backends.base import Backend, Session, carb_resnet_model
 from infercast.measure.backends.torch_cpu import TorchSession, raise_for_onnx
 from infercast.models import LoadedModel
 
@@ -51,6 +51,12 @@ class TorchCudaSession(TorchSession):
 class TorchCudaBackend(Backend):
     name: ClassVar[str] = "torch-cuda"
     device: ClassVar[str] = "cuda"
+    # a GPU needs batches to be busy: sentinels from a launch-bound to a compute-bound one
+    sentinels: ClassVar[dict[str, str]] = {
+        "small": carb_resnet_model(depth=10, width=0.5, input_size=64, batch=8),
+        "medium": carb_resnet_model(depth=18, width=1.0, input_size=224, batch=16),
+        "large": carb_resnet_model(depth=34, width=1.0, input_size=224, batch=64),
+    }
 
     def available(self) -> str | None:
         return None if torch.cuda.is_available() else "no CUDA GPU is visible to PyTorch on this host"

@@ -1,0 +1,136 @@
+"""Between-session drift of a platform, estimated from its sentinel readings.
+
+Every campaign measures the same few sentinel models at its start, at intervals and at its end;
+one such round of readings is a *pass*. A pass's **effect** is how much slower than usual its
+sentinels read on this platform: ``e_p = mean_s(log median_sp − centre_s)``, where ``centre_s`` is
+the sentinel's median log reading over all passes of the platform.
+
+- **spread**: the standard deviation of ``e_p − e_q`` over pairs of passes taken in *different*
+  campaigns — how far apart two readings of the same model land when taken in two sessions, which
+  is what a user comparing today's figure with next week's meets. Each reading carries its own
+  within-session noise, so the difference includes both. With one campaign only, pairs within it
+  are used (``basis="within one campaign"``): that misses what changes between sessions, and is
+  said so.
+- **session CI** of a measurement: ``[m·e^-h, m·e^h]`` with ``h = sqrt(h_w² + (1.96·spread)²)``,
+  ``h_w`` the log half-width of its within-session bootstrap CI.
+- **contention**: a pass whose effect is above ``log(1 + tolerance)`` read slow; a measurement
+  stored between a slow pass and the next one (or the previous one and a slow pass) of its
+  campaign was taken while the host was slow, and says so.
+
+Pure numpy / pandas on the store's frames; ``Store`` calls it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A platform's between-session spread (log scale) and the passes it was estimated from."""
+
+    spread: float | None
+    basis: str
+    passes: int
+    campaigns: int
+    sentinels: int
+    low_spread: float | None = None
+    effects: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spread": self.spread,
+            "spread_percent": None if self.spread is None else 100 * math.expm1(self.spread),
+            "low_spread": self.low_spread,
+            "basis": self.basis,
+            "passes": self.passes,
+            "campaigns": self.campaigns,
+            "sentinels": self.sentinels,
+        }
+
+
+def pass_effects(readings: pd.DataFrame, column: str = "median_ms") -> pd.DataFrame:
+    """One row per pass (``campaign``, ``pass_index``): its time and effect on ``column``."""
+    if readings.empty:
+        return pd.DataFrame(columns=["campaign", "pass_index", "created_at", "effect"])
+    logs = np.log(readings[column].to_numpy(dtype=np.float64))
+    centre = pd.Series(logs).groupby(readings["sentinel"].to_numpy()).transform("median").to_numpy()
+    frame = readings[["campaign", "pass_index", "created_at"]].assign(effect=logs - centre)
+    return (
+        frame.groupby(["campaign", "pass_index"], as_index=False)
+        .agg(created_at=("created_at", "max"), effect=("effect", "mean"))
+        .sort_values("created_at", ignore_index=True)
+    )
+
+
+def _pair_spread(effects: pd.DataFrame, across: bool) -> float | None:
+    values = effects["effect"].to_numpy(dtype=np.float64)
+    campaign = effects["campaign"].to_numpy()
+    differences = values[:, None] - values[None, :]
+    pairs = campaign[:, None] != campaign[None, :] if across else ~np.eye(len(values), dtype=bool)
+    if not pairs.any():
+        return None
+    return float(np.sqrt(np.mean(differences[pairs] ** 2)))
+
+
+def estimate(readings: pd.DataFrame) -> Drift:
+    """The platform's drift from its sentinel readings (``Store.sentinels`` rows of one platform)."""
+    effects = pass_effects(readings)
+    campaigns = int(effects["campaign"].nunique()) if len(effects) else 0
+    sentinels = int(readings["sentinel"].nunique()) if len(readings) else 0
+    if len(effects) < 2:
+        basis = "no sentinel readings yet" if effects.empty else "one sentinel pass only"
+        return Drift(None, basis, len(effects), campaigns, sentinels, effects=effects)
+    across = campaigns >= 2
+    low = _pair_spread(pass_effects(readings, "low_ms"), across)
+    basis = f"across {campaigns} campaigns" if across else "within one campaign"
+    return Drift(_pair_spread(effects, across), basis, len(effects), campaigns, sentinels, low, effects)
+
+
+def session_intervals(measurements: pd.DataFrame, drift: Drift, tolerance: float = 0.10) -> pd.DataFrame:
+    """``measurements`` of one platform with the session CI in ``ci_low_ms`` / ``ci_high_ms`` (the
+    within-session CI kept in ``within_ci_low_ms`` / ``within_ci_high_ms``), ``session_spread``,
+    and ``contended`` / ``contended_reason`` from the campaign's slow sentinel passes."""
+    out = measurements.copy()
+    out["within_ci_low_ms"] = out["ci_low_ms"]
+    out["within_ci_high_ms"] = out["ci_high_ms"]
+    median = out["median_ms"].to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        within = np.log(out["ci_high_ms"].to_numpy(dtype=np.float64) / median)
+        within = np.maximum(within, np.log(median / out["ci_low_ms"].to_numpy(dtype=np.float64)))
+    spread = drift.spread or 0.0
+    half = np.sqrt(within**2 + (Z95 * spread) ** 2)
+    out["ci_low_ms"] = median * np.exp(-half)
+    out["ci_high_ms"] = median * np.exp(half)
+    out["session_spread"] = drift.spread
+    out["contended"], out["contended_reason"] = _contention(out, drift.effects, tolerance)
+    return out
+
+
+def _contention(out: pd.DataFrame, effects: pd.DataFrame, tolerance: float) -> tuple[list[bool], list[str]]:
+    flags, reasons = [], []
+    slow_above = math.log1p(tolerance)
+    by_campaign = {name: group for name, group in effects.groupby("campaign")} if len(effects) else {}
+    scores = out["contention"] if "contention" in out.columns else pd.Series(np.nan, index=out.index)
+    for campaign, created, score in zip(out["campaign"], out["created_at"], scores, strict=True):
+        parts = []
+        passes = by_campaign.get(campaign)
+        if passes is not None:
+            times = passes["created_at"].to_numpy()
+            after = int(np.searchsorted(times, created))
+            for index, where in ((after - 1, "before"), (after, "after")):
+                if 0 <= index < len(times) and passes["effect"].iloc[index] > slow_above:
+                    slower = math.expm1(passes["effect"].iloc[index])
+                    parts.append(f"the sentinel pass {where} it read {slower:+.0%} against their usual")
+        if score is not None and np.isfinite(score) and score > 0.25:
+            parts.append(f"its group ran >{tolerance:.0%} slow in {score:.0%} of its rounds")
+        flags.append(bool(parts))
+        reasons.append("; ".join(parts))
+    return flags, reasons

@@ -1,0 +1,161 @@
+"""Session drift: sentinel passes in campaigns, the between-session spread, the session CI."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from infercast.store import Measurement, Platform, Store
+from infercast.store.drift import Z95, estimate
+from tests.helpers import E2E_SPACE, FAST, infercast
+
+PLATFORM = Platform("ort-cpu", {"threads": 1}, {"cpu": "replayed"})
+USUAL_MS = {"small": 0.2, "medium": 2.4, "large": 9.0}
+
+
+def _reading(median_ms: float, half_width: float = 0.005) -> Measurement:
+    return Measurement(
+        config_id="",
+        n=100,
+        median_ms=median_ms,
+        mean_ms=median_ms,
+        low_ms=median_ms * 0.99,
+        p10_ms=median_ms,
+        p90_ms=median_ms,
+        p99_ms=median_ms,
+        ci_low_ms=median_ms * (1 - half_width),
+        ci_high_ms=median_ms * (1 + half_width),
+        cv=0.01,
+        cap_hit=False,
+        samples=[median_ms],
+    )
+
+
+def _replay(store: Store, campaign: str, factors: list[float], rng: np.random.Generator) -> None:
+    """One campaign's passes: every sentinel reads its usual times the pass's factor, with 0.3 %
+    of reading noise."""
+    for index, factor in enumerate(factors):
+        for name, usual in USUAL_MS.items():
+            noisy = usual * factor * math.exp(rng.normal(0, 0.003))
+            store.add_sentinel(PLATFORM.id, campaign, index, name, f"space:{name}", _reading(noisy))
+
+
+def test_known_between_session_shift_is_recovered(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    with Store(tmp_path / "drift.db") as store:
+        store.add_platform(PLATFORM)
+        assert store.drift(PLATFORM.id).spread is None  # no passes: nothing assumed
+        _replay(store, "monday", [1.0] * 4, rng)
+        within = store.drift(PLATFORM.id)
+        assert within.basis == "within one campaign" and within.spread < 0.01
+        _replay(store, "tuesday", [1.06] * 4, rng)  # the whole host 6 % slower the next day
+        drift = store.drift(PLATFORM.id)
+    # every cross-session pair differs by log(1.06): the pair spread is that shift, recovered
+    assert drift.basis == "across 2 campaigns" and drift.passes == 8 and drift.sentinels == 3
+    assert drift.spread == pytest.approx(math.log(1.06), rel=0.08)
+    assert drift.low_spread == pytest.approx(math.log(1.06), rel=0.08)
+
+
+def test_spread_of_many_sessions_matches_their_scatter() -> None:
+    """Sessions whose speed scatters with a known sd: the spread of two readings is √2 of it."""
+    rng = np.random.default_rng(1)
+    rows = []
+    sigma = 0.03
+    for session in range(40):
+        shift = rng.normal(0, sigma)
+        for index in range(3):
+            for name, usual in USUAL_MS.items():
+                value = usual * math.exp(shift + rng.normal(0, 0.002))
+                rows.append(
+                    {
+                        "campaign": f"s{session}",
+                        "pass_index": index,
+                        "sentinel": name,
+                        "created_at": session * 100 + index,
+                        "median_ms": value,
+                        "low_ms": value,
+                    }
+                )
+    drift = estimate(pd.DataFrame(rows))
+    assert drift.spread == pytest.approx(math.sqrt(2) * sigma, rel=0.2)
+
+
+def test_session_ci_widens_by_the_spread_and_slow_passes_flag_contention(tmp_path) -> None:
+    rng = np.random.default_rng(2)
+    with Store(tmp_path / "drift.db") as store:
+        store.add_platform(PLATFORM)
+        store.add_configs([{"id": "c1", "model": "space:x"}, {"id": "c2", "model": "space:y"}])
+        # monday: pass 0, c1, pass 1, c2, pass 2 — which reads the host 25 % slow
+        for index, factor in enumerate((1.0, 1.0, 1.25)):
+            for name, usual in USUAL_MS.items():
+                store.add_sentinel(PLATFORM.id, "monday", index, name, name, _reading(usual * factor))
+            if index < 2:
+                measured = replace(_reading(5.0 + index, half_width=0.01), config_id=f"c{index + 1}")
+                store.add_measurement(PLATFORM.id, "monday", measured)
+        _replay(store, "tuesday", [1.04, 1.04], rng)
+        frame = store.measurements().set_index("config_id")
+        spread = store.drift(PLATFORM.id).spread
+        raw = store.measurements(session_ci=False).set_index("config_id")
+    within = math.log(1.01 / 1.0)
+    expected = math.sqrt(within**2 + (Z95 * spread) ** 2)
+    assert frame.at["c1", "ci_high_ms"] == pytest.approx(5.0 * math.exp(expected), rel=1e-3)
+    # effects against the median day (1.04): monday -3.9 %, -3.9 %, +18.4 %; tuesday 0, 0
+    pairs = [math.log(1 / 1.04)] * 4 + [math.log(1.25 / 1.04)] * 2
+    assert spread == pytest.approx(math.sqrt(np.mean(np.square(pairs))), rel=0.05)
+    assert frame.at["c1", "within_ci_high_ms"] == pytest.approx(raw.at["c1", "ci_high_ms"])
+    assert frame.at["c1", "ci_low_ms"] < raw.at["c1", "ci_low_ms"]
+    assert not frame.at["c1", "contended"]
+    assert frame.at["c2", "contended"]
+    assert "read +" in frame.at["c2", "contended_reason"]
+
+
+def test_schema_1_store_gains_the_sentinels_table(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    with Store(path) as store:
+        store.add_platform(PLATFORM)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE sentinels")
+    db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with Store(path, readonly=True) as store:  # read-only: nothing changes, no readings
+        assert store.sentinels().empty and store.drift(PLATFORM.id).spread is None
+    with Store(path) as store:
+        store.add_sentinel(PLATFORM.id, "c", 0, "small", "m", _reading(1.0))
+        assert len(store.sentinels()) == 1
+    version = sqlite3.connect(path).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    assert version == ("2",)
+
+
+def test_campaign_takes_sentinel_passes_and_resumes_their_count(tmp_path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text(E2E_SPACE)
+    db = tmp_path / "runs.db"
+    common = ["profile", "--space", str(space), "--db", str(db), *FAST, "--sentinels", "--json"]
+    first = infercast(*common, "--n", "2", "--limit", "1")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["sentinels"]["passes"] == 2 and summary["drift"]["passes"] == 2
+    again = infercast(*common, "--n", "2")  # resumes: one config left, passes 2 and 3
+    assert again.returncode == 0, again.stderr
+    done = infercast(*common, "--n", "2")  # nothing left: no pass
+    assert done.returncode == 0 and "sentinels" not in json.loads(done.stdout)
+    with Store(db, readonly=True) as store:
+        readings = store.sentinels()
+        frame = store.measurements()
+    assert sorted(readings["pass_index"].unique()) == [0, 1, 2, 3]
+    assert set(readings["sentinel"]) == {"small", "medium", "large"}
+    assert len(frame) == 2 and frame["session_spread"].notna().all()
+    assert (frame["ci_high_ms"] >= frame["within_ci_high_ms"]).all()
+    measured = infercast(
+        "measure", frame["model"].iloc[0], "--db", str(db), "--campaign", "m", *FAST, "--json"
+    )
+    assert measured.returncode == 0, measured.stderr
+    result = json.loads(measured.stdout)[0]
+    assert result["ci_low_ms"] <= result["within_ci_low_ms"] and result["session_spread"] > 0
