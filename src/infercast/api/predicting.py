@@ -91,6 +91,7 @@ def predict_models(
             result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
         result["ood"] = bool(row["ood"])
         result["ood_reason"] = row["ood_reason"] or None
+        result["interval_note"] = row.get("interval_note") or None
         if op_predicted is not None:
             op_row = op_predicted.loc[str(i)]
             result["opwise"] = {

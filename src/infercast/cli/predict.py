@@ -126,6 +126,9 @@ def predict(
         ood = f"[yellow]yes[/]: {r['ood_reason'].split(';')[0]}" if r["ood"] else "no"
         table.add_row(r["model"], latency, opwise, memory, energy, ood)
     console.print(table)
+    for r in results:
+        if r.get("interval_note"):
+            console.print(f"interval of {r['model']}: {r['interval_note']}")
     reasons = {r.get("energy_j_reason") for r in results if r.get("energy_j") is None}
     for reason in reasons - {None}:
         console.print(f"energy: {reason}")

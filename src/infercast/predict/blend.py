@@ -12,8 +12,11 @@ earlier stages' log predictions as features):
 3. a small LightGBM **residual corrector** for small batches (``batch <= small_batch``, where
    fixed per-call overheads bend the scaling) is fitted on the out-of-fold residuals of those rows
    and kept only if it lowers their cross-validated error;
-4. a split-conformal interval: the ``interval`` quantile of the out-of-fold absolute log
-   residuals, so ``[pred · e^-q, pred · e^q]`` holds that share of unseen truths.
+4. a split-conformal interval ``[pred · e^-h, pred · e^h]`` whose half-width grows with the
+   input's distance to the training rows, ``h = q·(1 + β·d)``, calibrated on the out-of-fold
+   residuals (near) and on the fast model's residuals in folds that hold out a whole depth tier,
+   input size, batch tier or op-type mix (far), so it holds for configs like the training ones
+   and for extrapolations alike (``predict.intervals``).
 
 A target with no data (energy on a host without a sensor) is skipped and reported as unavailable.
 
@@ -46,8 +49,8 @@ from infercast.predict.artifact import (
 )
 from infercast.predict.baselines import fit_baselines, load_baselines
 from infercast.predict.errors import PredictorError
-from infercast.predict.folds import depth_edges, strata, stratified_folds
-from infercast.predict.intervals import conformal_quantile, put_interval
+from infercast.predict.folds import depth_edges, extrapolation_folds, strata, stratified_folds
+from infercast.predict.intervals import Calibration, calibrate, interval_note, put_interval
 from infercast.predict.learners import LEARNERS, LightGBMLearner, XGBoostLearner
 from infercast.predict.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
 from infercast.predict.ood import OODDetector
@@ -87,7 +90,12 @@ class _Stage:
     trend: np.ndarray | None = None
     trend_index: list[int] = field(default_factory=list)
     fast: XGBoostLearner | None = None
-    fast_q: list[float] = field(default_factory=list)  # |log residual| quantiles at 1 %, 2 %, …, 99 %
+    # the fast model's |log residual| / (1 + fast_beta·d) quantiles at 1 %, 2 %, …, 99 % (the larger
+    # of the near and far held-out sets'): a screening margin that widens with the difficulty d
+    fast_q: list[float] = field(default_factory=list)
+    fast_beta: float = 0.0
+    fast_plain_q: list[float] = field(default_factory=list)  # the near rows' |r| quantiles alone
+    calibration: Calibration | None = None
 
     def predict_fast_log(self, x: np.ndarray) -> np.ndarray:
         if self.fast is None:
@@ -192,6 +200,7 @@ class CascadeBlend(Described, BaseEstimator):
         batch = x["batch"].to_numpy(dtype=np.float64)
         self.stages_, self.unavailable_, self.baselines_ = {}, {}, {}
         self.ood_ = OODDetector().fit(base, self.feature_names_)
+        far_folds = extrapolation_folds(x, self.depth_edges_)
         cascade: dict[str, np.ndarray] = {}
         cascade_fast: dict[str, np.ndarray] = {}
         for target in self.order:
@@ -204,9 +213,12 @@ class CascadeBlend(Described, BaseEstimator):
                 continue
             inputs = self.feature_names_ + [f"log_{t}" for t in cascade]
             full = np.column_stack([base, *cascade.values()]) if cascade else base
-            stage, oof = self._fit_stage(target, inputs, full, np.log(values), rows, labels, batch)
+            stage, oof, near = self._fit_stage(target, inputs, full, np.log(values), rows, labels, batch)
             full_fast = np.column_stack([base, *cascade_fast.values()]) if cascade_fast else base
             oof_fast = self._fit_fast(stage, full_fast, np.log(values), rows, labels)
+            far, far_difficulty = self._far_residuals(stage, full_fast, np.log(values), rows, far_folds)
+            self._calibrate(stage, np.log(values[rows]), oof, near, far, far_difficulty)
+            _calibrate_fast(stage, np.log(values[rows]) - oof_fast, near, far, far_difficulty, self.interval)
             self.baselines_[target] = fit_baselines(x.iloc[rows], values[rows])
             self.stages_[target] = stage
             estimate = stage.predict_log(full, batch, self.small_batch)
@@ -229,13 +241,17 @@ class CascadeBlend(Described, BaseEstimator):
         rows: np.ndarray,
         labels: np.ndarray,
         batch: np.ndarray,
-    ) -> tuple[_Stage, np.ndarray]:
+    ) -> tuple[_Stage, np.ndarray, np.ndarray]:
+        """The stage, its out-of-fold log predictions and their rows' difficulties (each measured
+        against the rows that predicted it)."""
         x, y = full[rows], log_y[rows]
         folds = stratified_folds(labels[rows], self.n_folds, self.seed)
         index = [self.feature_names_.index(c) for c in _TREND_COLUMNS] if self.detrend else []
         design = _design(x, index) if self.detrend else np.zeros((len(x), 1))
         oof = np.zeros((len(rows), len(self.learners)))
+        difficulty = np.zeros(len(rows))
         for train, held in folds:
+            difficulty[held] = self._difficulty(x[train], x[held])
             coef = _trend(design[train], y[train], self.detrend)
             for j, name in enumerate(self.learners):
                 fitted = self._make(name).fit(x[train], y[train] - design[train] @ coef)
@@ -250,18 +266,60 @@ class CascadeBlend(Described, BaseEstimator):
             inputs=inputs,
             learners={name: self._make(name).fit(x, y - design @ coef) for name in self.learners},
             weights={name: float(w) for name, w in zip(self.learners, weights, strict=True)},
-            interval_q=conformal_quantile(y - blended, self.interval),
+            interval_q=float("nan"),  # set by _calibrate
             corrector=corrector,
             corrector_note=note,
             n_train=len(rows),
             trend=coef if self.detrend else None,
             trend_index=index,
         )
-        truth, predicted = np.exp(y), np.exp(blended)
+        return stage, blended, difficulty
+
+    def _difficulty(self, train: np.ndarray, held: np.ndarray) -> np.ndarray:
+        """``OODDetector.difficulty`` of held-out rows against training rows (base features only)."""
+        width = len(self.feature_names_)
+        return OODDetector().fit(train[:, :width], self.feature_names_).difficulty(held[:, :width])
+
+    def _far_residuals(
+        self, stage: _Stage, full: np.ndarray, log_y: np.ndarray, rows: np.ndarray, folds: list[Any]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The fast model's log residuals (and difficulties) on folds that hold out a whole region
+        (``extrapolation_folds``): how errors grow when the model extrapolates."""
+        residuals, difficulties = [], []
+        for train_all, held_all in folds:
+            train = np.flatnonzero(np.isin(rows, train_all))
+            held = np.flatnonzero(np.isin(rows, held_all))
+            if len(train) < 20 or not len(held):
+                continue
+            x_train, x_held = full[rows[train]], full[rows[held]]
+            offset_train, offset_held = 0.0, 0.0
+            if stage.trend is not None:
+                design_train = _design(x_train, stage.trend_index)
+                coef = _trend(design_train, log_y[rows[train]], True)
+                offset_train, offset_held = design_train @ coef, _design(x_held, stage.trend_index) @ coef
+            fitted = self._make_fast().fit(x_train, log_y[rows[train]] - offset_train)
+            residuals.append(log_y[rows[held]] - fitted.predict(x_held) - offset_held)
+            difficulties.append(self._difficulty(x_train, x_held))
+        if not residuals:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(residuals), np.concatenate(difficulties)
+
+    def _calibrate(
+        self,
+        stage: _Stage,
+        y: np.ndarray,
+        oof: np.ndarray,
+        near: np.ndarray,
+        far: np.ndarray,
+        far_difficulty: np.ndarray,
+    ) -> None:
+        stage.calibration = calibrate(y - oof, near, self.interval, far, far_difficulty)
+        stage.interval_q = stage.calibration.q
+        half = stage.calibration.half_width(near, len(near))
+        truth, predicted = np.exp(y), np.exp(oof)
         stage.oof_metrics = regression_metrics(
-            truth, predicted, predicted * math.exp(-stage.interval_q), predicted * math.exp(stage.interval_q)
+            truth, predicted, predicted * np.exp(-half), predicted * np.exp(half)
         )
-        return stage, blended
 
     def _fit_fast(
         self, stage: _Stage, full: np.ndarray, log_y: np.ndarray, rows: np.ndarray, labels: np.ndarray
@@ -280,7 +338,6 @@ class CascadeBlend(Described, BaseEstimator):
             )
         trend = design @ stage.trend if design is not None else 0.0
         stage.fast = self._make_fast().fit(x, y - trend)
-        stage.fast_q = [float(q) for q in np.quantile(np.abs(y - oof), np.arange(1, 100) / 100)]
         return oof
 
     def _make_fast(self) -> XGBoostLearner:
@@ -347,16 +404,18 @@ class CascadeBlend(Described, BaseEstimator):
             out[target] = np.exp(log_pred)
         return out
 
-    def fast_margin(self, target: str, risk: float) -> float:
-        """Log margin for the screening budget filter: a feasible candidate is discarded with
-        probability about ``risk`` (one-sided, from the fast model's out-of-fold residuals)."""
+    def fast_margin(self, target: str, risk: float, difficulty: np.ndarray | None = None) -> np.ndarray:
+        """Log margins for the screening budget filter: a feasible candidate is discarded with
+        probability about ``risk`` (one-sided, from the fast model's held-out residuals near and
+        far), per row of ``difficulty`` (``OODDetector.box_difficulty``; None: in-distribution)."""
         if not 0 < risk < 0.5:
             raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
         stage = self.stages_[target]
         if not stage.fast_q:
             raise PredictorError(f"the {target} stage has no fast screening model (retrain the predictor)")
         level = int(np.clip(round((1 - 2 * risk) * 100), 1, 99))
-        return stage.fast_q[level - 1]
+        d = np.ones(1) if difficulty is None else np.asarray(difficulty, dtype=np.float64)
+        return stage.fast_q[level - 1] * (1 + stage.fast_beta * d)
 
     def predict(self, x: pd.DataFrame, ood: str = "full") -> pd.DataFrame:
         """Per target: ``<column>``, ``<column>_low``, ``<column>_high`` (NaN for unavailable ones),
@@ -372,6 +431,9 @@ class CascadeBlend(Described, BaseEstimator):
         batch = x["batch"].to_numpy(dtype=np.float64)
         out = pd.DataFrame(index=x.index)
         cascade: list[np.ndarray] = []
+        widening = any(s.calibration is not None and s.calibration.beta > 0 for s in self.stages_.values())
+        difficulty = self.ood_.difficulty(base) if widening and self.ood_ is not None else None
+        widths: dict[str, np.ndarray] = {}
         for target in self.order:
             column = TARGETS[target]
             stage = self.stages_.get(target)
@@ -381,12 +443,20 @@ class CascadeBlend(Described, BaseEstimator):
             full = np.column_stack([base, *cascade]) if cascade else base
             log_pred = stage.predict_log(full, batch, self.small_batch)
             cascade.append(log_pred)
-            put_interval(out, column, log_pred, stage.interval_q)
+            widths[target] = self._calibration(stage).half_width(difficulty, len(base))
+            put_interval(out, column, log_pred, widths[target])
+        reasons = None
         if ood != "none" and self.ood_ is not None:
             flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges")
             out["ood"] = flags
             out["ood_reason"] = reasons
+        first = next(t for t in SCORE_ORDER if t in widths)
+        out["interval_note"] = interval_note(widths[first], self._calibration(self.stages_[first]), reasons)
         return out
+
+    @staticmethod
+    def _calibration(stage: _Stage) -> Calibration:
+        return stage.calibration if stage.calibration is not None else Calibration(stage.interval_q)
 
     def score(self, x: pd.DataFrame, y: pd.DataFrame) -> float:
         """One number for model selection (scikit-learn's ``score``): R² of the log of the first of
@@ -440,10 +510,13 @@ class CascadeBlend(Described, BaseEstimator):
                 "files": files,
                 "weights": stage.weights,
                 "interval_q": stage.interval_q,
+                "calibration": None if stage.calibration is None else stage.calibration.to_dict(),
                 "trend": None if stage.trend is None else stage.trend.tolist(),
                 "trend_index": stage.trend_index,
                 "fast": fast_file,
                 "fast_q": stage.fast_q,
+                "fast_beta": stage.fast_beta,
+                "fast_plain_q": stage.fast_plain_q,
                 "corrector": corrector_file,
                 "corrector_note": stage.corrector_note,
                 "n_train": stage.n_train,
@@ -503,13 +576,35 @@ class CascadeBlend(Described, BaseEstimator):
                 corrector=LightGBMLearner.load(inside_folder(folder, corrector)) if corrector else None,
                 fast=XGBoostLearner.load(inside_folder(folder, stage["fast"])) if stage.get("fast") else None,
                 fast_q=[float(q) for q in stage.get("fast_q", [])],
+                fast_beta=float(stage.get("fast_beta", 0.0)),
+                fast_plain_q=[float(q) for q in stage.get("fast_plain_q", [])],
                 corrector_note=stage.get("corrector_note", ""),
                 oof_metrics=stage.get("oof_metrics", {}),
                 n_train=int(stage.get("n_train", 0)),
+                calibration=Calibration.from_dict(stage.get("calibration"), float(stage["interval_q"])),
             )
         if (folder / "ood.json").is_file():
             blend.ood_ = OODDetector.from_dict(json.loads((folder / "ood.json").read_text()))
         return blend
+
+
+def _calibrate_fast(
+    stage: _Stage,
+    residual: np.ndarray,
+    near: np.ndarray,
+    far: np.ndarray,
+    far_difficulty: np.ndarray,
+    coverage: float,
+) -> None:
+    """The fast model's margins: ``β`` chosen as for the intervals (``predict.intervals``), then
+    per level the larger of the near and far quantiles of ``|r| / (1 + β·d)``."""
+    beta = calibrate(residual, near, coverage, far, far_difficulty).beta
+    levels = np.arange(1, 100) / 100
+    stage.fast_plain_q = [float(q) for q in np.quantile(np.abs(residual), levels)]
+    quantiles = np.quantile(np.abs(residual) / (1 + beta * near), levels)
+    if len(far):
+        quantiles = np.maximum(quantiles, np.quantile(np.abs(far) / (1 + beta * far_difficulty), levels))
+    stage.fast_q, stage.fast_beta = [float(q) for q in quantiles], float(beta)
 
 
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:

@@ -54,3 +54,35 @@ def stratified_folds(labels: np.ndarray, n_folds: int, seed: int) -> list[tuple[
         splitter: Any = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
         return list(splitter.split(np.zeros(len(labels)), labels))
     return list(KFold(n_splits=n_folds, shuffle=True, random_state=seed).split(labels))
+
+
+def extrapolation_folds(
+    x: pd.DataFrame, edges: np.ndarray, min_train: int = 20
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Folds that each hold out a whole region of the training data, so the model must extrapolate
+    into it: the smallest and the largest input size, depth tier and batch tier, and each op-type
+    mix (which of ``count_*`` are non-zero). A fold whose training part would keep fewer than
+    ``min_train`` rows, or that holds out nothing, is left out. Used to calibrate how prediction
+    intervals widen away from the training rows (``predict.intervals``)."""
+    ordinal: list[np.ndarray] = [
+        np.searchsorted(edges, x["depth"].to_numpy(), side="right"),
+        np.searchsorted(np.asarray(BATCH_TIERS), x["batch"].to_numpy(), side="left"),
+    ]
+    if {"in_h", "in_w"} <= set(x.columns):
+        ordinal.insert(0, (x["in_h"] * x["in_w"]).to_numpy())
+    held_sets = []
+    for labels in ordinal:
+        values = np.unique(labels)
+        if len(values) > 1:
+            held_sets += [labels == values[0], labels == values[-1]]
+    counts = [c for c in x.columns if c.startswith("count_")]
+    if counts:
+        signature = np.array(["".join("1" if v > 0 else "0" for v in row) for row in x[counts].to_numpy()])
+        mixes, sizes = np.unique(signature, return_counts=True)
+        if len(mixes) > 1:  # the four commonest mixes: each fold costs a fit
+            held_sets += [signature == mix for mix in mixes[np.argsort(-sizes, kind="stable")][:4]]
+    folds = []
+    for held in held_sets:
+        if held.any() and (~held).sum() >= min_train:
+            folds.append((np.flatnonzero(~held), np.flatnonzero(held)))
+    return folds

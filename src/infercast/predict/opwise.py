@@ -11,7 +11,9 @@
    per inference on top of a factor; grouped cross-validation over the training networks picks
    the form. The kernel sums it learns from are out-of-fold (models held out by group k-fold), so
    it learns the errors the kernel models really make.
-4. A split-conformal interval from the out-of-fold end-to-end log residuals.
+4. A split-conformal interval from the out-of-fold end-to-end log residuals that widens with a
+   model's distance to the training models in size and kernel mix (``predict.intervals``; the
+   held-out models of above-median distance calibrate how fast).
 
 The op table (Parquet / CSV, ``predict.optable``) is documented in docs/formats.md: ``model, op_type, kernel
 (optional), h_in, w_in, c_in, h_out, w_out, c_out, kernel_size, stride, groups, flops,
@@ -20,7 +22,6 @@ latency_ms`` (+ optional ``bytes``, ``n_ops``); the end-to-end table ``model, la
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,10 @@ from sklearn.model_selection import GroupKFold
 from infercast.graph import OP_GROUPS
 from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
-from infercast.predict.intervals import conformal_quantile, put_interval
+from infercast.predict.intervals import Calibration, calibrate_by_difficulty, interval_note, put_interval
 from infercast.predict.learners import LEARNERS, ExtraTreesLearner, Learner
 from infercast.predict.metrics import log_r2_score, regression_metrics
+from infercast.predict.ood import OODDetector
 from infercast.predict.optable import SHAPE_COLUMNS, e2e_series, kernels
 from infercast.predict.overhead import FORMS, Overhead, choose, overhead_features
 
@@ -42,6 +44,14 @@ _POOLED = "pooled"
 MIN_MODELS = 3
 # a model outside the training range of these is flagged ood (the overhead features it is kept for)
 _MODEL_RANGE_COLUMNS = ("log_n_kernels", "log_flops")
+# what places a model among the training models for its interval's width: size and kernel mix
+_MIX_COLUMNS = [
+    "log_kernel_ms",
+    "log_n_kernels",
+    "log_mean_kernel_ms",
+    "absorbed_share",
+    *(f"share_{group}" for group in OP_GROUPS),
+]
 # the kernel regressors' target: log(latency / work) for a type's own regressor and log latency
 # for the pooled one, or log latency everywhere in predictors saved before
 _RATE, _LATENCY = "own_types_log_latency_per_work", "log_latency"
@@ -92,6 +102,8 @@ class OpWise(Described):
         self.kernel_target_ = _RATE
         self.overhead_: Overhead | None = None  # learned: set by fit or load
         self.interval_q_ = float("nan")
+        self.calibration_ = Calibration(float("nan"))
+        self.mix_ood_: OODDetector | None = None
         self.ranges_: dict[str, dict[str, list[float]]] = {}
         self.overhead_ranges_: dict[str, list[float]] = {}
         self.metadata: dict[str, Any] = {}
@@ -202,7 +214,14 @@ class OpWise(Described):
         model_folds = np.arange(len(models)) % folds
         forms = FORMS if self.overhead == "auto" else (self.overhead,)
         form, oof_log, form_scores = choose(features, truth, model_folds, forms)
-        self.interval_q_ = conformal_quantile(np.log(truth) - oof_log, self.interval)
+        mix = features[_MIX_COLUMNS].to_numpy(dtype=np.float64)
+        difficulty = np.zeros(len(models))
+        for fold in range(folds):
+            held = model_folds == fold
+            difficulty[held] = OODDetector().fit(mix[~held], _MIX_COLUMNS).difficulty(mix[held])
+        self.calibration_ = calibrate_by_difficulty(np.log(truth) - oof_log, difficulty, self.interval)
+        self.interval_q_ = self.calibration_.q
+        self.mix_ood_ = OODDetector().fit(mix, _MIX_COLUMNS)
         self.overhead_ = Overhead.make(form).fit(features, truth)
         self.models_ = self._fit_kernels(table, choice)
         self.ranges_ = {
@@ -230,8 +249,8 @@ class OpWise(Described):
             "oof_metrics": regression_metrics(
                 truth,
                 predicted,
-                predicted * math.exp(-self.interval_q_),
-                predicted * math.exp(self.interval_q_),
+                predicted * np.exp(-self.calibration_.half_width(difficulty, len(models))),
+                predicted * np.exp(self.calibration_.half_width(difficulty, len(models))),
             ),
         }
         return self
@@ -245,11 +264,16 @@ class OpWise(Described):
         features = overhead_features(table, kernel_ms)
         log_pred = self.overhead_.predict(features)
         out = pd.DataFrame(index=features.index)
-        put_interval(out, "latency_ms", log_pred, self.interval_q_)
+        difficulty = None
+        if self.mix_ood_ is not None:
+            difficulty = self.mix_ood_.difficulty(features[_MIX_COLUMNS].to_numpy(dtype=np.float64))
+        half_width = self.calibration_.half_width(difficulty, len(features))
+        put_interval(out, "latency_ms", log_pred, half_width)
         out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
         reasons = [self._ood_reason(table[table["model"] == m], features.loc[m]) for m in features.index]
         out["ood"] = [bool(r) for r in reasons]
         out["ood_reason"] = reasons
+        out["interval_note"] = interval_note(half_width, self.calibration_, reasons)
         out.index.name = "model"
         return out
 
@@ -321,6 +345,8 @@ class OpWise(Described):
             "kernel_target": self.kernel_target_,
             "overhead": self.overhead_.to_dict(),
             "interval_q": self.interval_q_,
+            "calibration": self.calibration_.to_dict(),
+            "mix_ood": None if self.mix_ood_ is None else self.mix_ood_.to_dict(),
             "ranges": self.ranges_,
             "overhead_ranges": self.overhead_ranges_,
             "training": self.training_,
@@ -352,6 +378,9 @@ class OpWise(Described):
             raise PredictorError(f"{folder}: unknown kernel target {opwise.kernel_target_!r}")
         opwise.overhead_ = Overhead.from_dict(saved["overhead"])
         opwise.interval_q_ = float(saved["interval_q"])
+        opwise.calibration_ = Calibration.from_dict(saved.get("calibration"), opwise.interval_q_)
+        mix_ood = saved.get("mix_ood")
+        opwise.mix_ood_ = OODDetector.from_dict(mix_ood) if mix_ood else None
         opwise.ranges_ = saved["ranges"]
         opwise.overhead_ranges_ = saved["overhead_ranges"]
         opwise.training_ = saved["training"]
@@ -366,6 +395,8 @@ _BODY_KEYS = {
     "kernel_target",
     "overhead",
     "interval_q",
+    "calibration",
+    "mix_ood",
     "ranges",
     "overhead_ranges",
     "training",

@@ -103,8 +103,9 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     if data.empty:
         return data, {}
     x = feature_frame(data, info.platform.settings)
-    predicted = blend.predict(x, ood="none")
+    predicted = blend.predict(x)
     out = data.reset_index(drop=True)
+    out["interval_note"] = predicted["interval_note"].to_numpy()
     scores = blend.evaluate(x, out[[TARGETS[t] for t in blend.stages_]])
     for target in blend.stages_:
         column = TARGETS[target]
@@ -174,9 +175,15 @@ def _accuracy_section(frame: pd.DataFrame, predictor: str | Path) -> Section:
                 f"Spearman {m['spearman']:.3f}, interval coverage {m['coverage']:.1%}; {versus}",
             )
         )
+    wide = data[data["interval_note"] != ""]
+    if len(wide) and "latency_ms_high" in wide.columns:
+        widest = wide.assign(_w=wide["latency_ms_high"] / wide["latency_ms_low"]).nlargest(5, "_w")
+        for r in widest.itertuples():
+            rows.append((f"wide interval: {r.model}", r.interval_note))
     return Section(
         "Predictor accuracy",
-        f"{len(data):,} configs the predictor never trained on; bars are 90 % intervals.",
+        f"{len(data):,} configs the predictor never trained on; bars are 90 % intervals, wider where "
+        f"a config extrapolates beyond the training configs ({len(wide):,} here, the widest listed).",
         figures.accuracy(data),
         _table(rows),
     )
