@@ -132,7 +132,12 @@ def _print(data: dict[str, Any]) -> None:
     stage1, stage2 = data["stage1"], data["stage2"]
     console.print(f"{data['candidates']:,} candidates from {data['source']}; budgets {data['budgets']}")
     removed = ", ".join(f"{t}: {k:,}" for t, k in stage1["removed_by"].items())
-    margins = ", ".join(f"{t} {m:.1f} %" for t, m in stage1["margins_pct"].items())
+    widest = stage1.get("widest_margins_pct", {})
+    margins = ", ".join(
+        f"{t} {m:.1f} %"
+        + (f" (up to {widest[t]:.1f} % off the profiled ranges)" if widest.get(t, m) > m + 0.05 else "")
+        for t, m in stage1["margins_pct"].items()
+    )
     console.print(
         f"stage 1 ({stage1['seconds']:.1f} s): removed by budget {removed} "
         f"(margins {margins}, risk {data['risk']}); {stage1['survivors']:,} survive — "

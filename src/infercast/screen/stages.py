@@ -87,16 +87,22 @@ def stage_one(
     (configs + fast predictions), the stage report and the closest rejected candidates."""
     started = time.perf_counter()
     active = budgets.active()
-    margins = {t: predictor.fast_margin(t, risk) for t in active}
+    margins = {t: float(predictor.fast_margin(t, risk)[0]) for t in active}
+    widest = dict(margins)
     removed = dict.fromkeys(active, 0)
     survivors, nearest = [], []
     total = len(candidates)
     for start, chunk, features in candidates.chunks(CHUNK):
-        fast = predictor.predict_fast(_inputs(features, predictor).to_numpy(dtype=np.float32))
+        inputs = _inputs(features, predictor).to_numpy(dtype=np.float32)
+        fast = predictor.predict_fast(inputs)
+        # a candidate outside the profiled ranges gets the wider margin extrapolation needs
+        difficulty = predictor.ood_.box_difficulty(inputs) if predictor.ood_ is not None else None
         keep = np.ones(len(chunk), dtype=bool)
         worst = np.zeros(len(chunk))
         for target, limit in active.items():
-            optimistic = fast[target] * math.exp(-margins[target])
+            margin = predictor.fast_margin(target, risk, difficulty)
+            widest[target] = max(widest[target], float(margin.max()))
+            optimistic = fast[target] * np.exp(-margin)
             over = optimistic > limit
             removed[target] += int(over.sum())
             keep &= ~over
@@ -127,6 +133,7 @@ def stage_one(
         "seconds": time.perf_counter() - started,
         "removed_by": removed,
         "margins_pct": {t: (math.exp(m) - 1) * 100 for t, m in margins.items()},
+        "widest_margins_pct": {t: (math.exp(m) - 1) * 100 for t, m in widest.items()},
         "survivors": _survivor_count(survivors),
         "distinct_survivors": distinct,
         "elimination_rate": 1 - _survivor_count(survivors) / total if total else 0.0,
