@@ -34,6 +34,7 @@ from infercast.datasets import store_tables, training_data
 from infercast.predict import CascadeBlend, OpWise
 from infercast.store import Store
 from results import append, machine, stamp
+from usc import GPU_DEVICES
 
 
 def _coverage(truth: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
@@ -144,15 +145,14 @@ def cpu(db: str, campaigns: list[str], real: str, work: Path, seed: int) -> list
     ]
 
 
-def usc(folder: str) -> list[str]:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from usc import GPU_DEVICES, e2e_table, family, gpu_op_table
+def usc(folder: str, devices: list[str], groupings: list[str]) -> list[str]:
+    from usc import e2e_table, family, gpu_op_table
 
     ops, e2e = gpu_op_table(folder), e2e_table(folder)
     lines = [*HEADER]
-    for grouping in ("model", "family"):
+    for grouping in groupings:
         pooled: dict[str, list[np.ndarray]] = {"truth": [], "p": [], "low": [], "high": [], "plain": []}
-        for device in GPU_DEVICES:
+        for device in devices:
             table = ops.drop(columns=[c for c in ops if c.startswith("latency_ms@")])
             table = table.assign(latency_ms=ops[f"latency_ms@{device}"])
             truth = e2e[f"{device}|gpu|float"]
@@ -188,10 +188,15 @@ def usc(folder: str) -> list[str]:
                 pooled[key].append(values)
         t, p, low, high, plain = (np.concatenate(pooled[k]) for k in ("truth", "p", "low", "high", "plain"))
         lines.append(
-            f"| **all six phones, folds by {grouping}** | {len(t)} | "
+            f"| **{', '.join(devices)} together, folds by {grouping}** | {len(t)} | "
             f"{_coverage(t, p * np.exp(-plain), p * np.exp(plain)):.1%} | **{_coverage(t, low, high):.1%}** |"
         )
-    return ["**usc-mobile**, TFLite GPU delegate, op-wise route (`OpWise()` defaults):", "", *lines, ""]
+    return [
+        "**usc-mobile**, TFLite GPU delegate, op-wise route (`OpWise()` defaults), 5 folds:",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def main() -> None:
@@ -200,6 +205,10 @@ def main() -> None:
     parser.add_argument("--campaign", action="append", default=[])
     parser.add_argument("--real", default="real-a")
     parser.add_argument("--usc", help="the usc-mobile data folder")
+    parser.add_argument("--usc-devices", nargs="*", default=list(GPU_DEVICES))
+    parser.add_argument(
+        "--usc-groupings", nargs="*", default=["model", "family"], choices=["model", "family"]
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     command = "`.venv/bin/python benchmarks/interval_coverage.py " + " ".join(sys.argv[1:]) + "`"
@@ -214,7 +223,7 @@ def main() -> None:
         if args.db:
             lines += cpu(args.db, args.campaign, args.real, Path(work), args.seed)
         if args.usc:
-            lines += usc(args.usc)
+            lines += usc(args.usc, args.usc_devices, args.usc_groupings)
     lines.append(f"{time.perf_counter() - started:.0f} s in all.")
     append(lines)
 

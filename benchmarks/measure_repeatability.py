@@ -26,10 +26,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from infercast.measure import Protocol, profile
 from infercast.measure.platform import cpu_model
 from infercast.store import Store
+from infercast.store.drift import estimate, session_intervals
 
 SPACE = str(Path(__file__).with_name("cpu-resnets.yaml"))
 CAMPAIGNS = ("first", "second")
@@ -53,15 +55,28 @@ def report(args: argparse.Namespace) -> None:
         within_only = store.measurements(session_ci=False)
         drift = store.drift(session["platform_id"].iloc[0]).to_dict()
         sentinels = store.sentinels()
+    # the session CI as it was reported right after the first campaign: its own sentinels only
+    then = estimate(sentinels[sentinels["campaign"] == "first"])
+    at_the_time = pd.concat(
+        [
+            session_intervals(within_only[within_only["campaign"] == "first"], then),
+            session[session["campaign"] == "second"],
+        ]
+    )
     frames = {}
-    for name, frame in (("session", session), ("within", within_only)):
-        first = frame[frame["campaign"] == "first"].set_index("config_id")
-        second = frame[frame["campaign"] == "second"].set_index("config_id")
-        frames[name] = first.join(second, lsuffix="_a", rsuffix="_b", how="inner")
+    for name, frame in (("session", session), ("within", within_only), ("then", at_the_time)):
+        first = frame[frame["campaign"] == "first"]
+        second = frame[frame["campaign"] == "second"]
+        frames[name] = first.merge(second, on="config_id", suffixes=("_a", "_b"))
     both = frames["session"]
     gap_min = (both["created_at_b"].min() - both["created_at_a"].max()) / 60
     rows = []
-    for name, label in (("within", "within-session CI (protocol only)"), ("session", "session CI")):
+    labels = (
+        ("within", "within-session CI (the protocol alone)"),
+        ("then", f"session CI right after the first campaign ({then.basis})"),
+        ("session", f"session CI now ({drift['basis']})"),
+    )
+    for name, label in labels:
         joined = frames[name]
         inside = (
             (joined["median_ms_b"] >= joined["ci_low_ms_a"])
@@ -81,7 +96,10 @@ def report(args: argparse.Namespace) -> None:
         "1 thread, default protocol (0.3 s rounds, groups of 4 interleaved, CI target ±2 %, cap 15 s).  ",
         f"Sentinels: {len(sentinels)} readings in {drift['passes']} passes; between-session spread "
         f"{drift['spread_percent']:.2f} % ({drift['basis']}); low statistic's "
-        + (f"{100 * np.expm1(drift['low_spread']):.2f} %." if drift["low_spread"] is not None else "n/a."),
+        + (f"{100 * np.expm1(drift['low_spread']):.2f} %" if drift["low_spread"] is not None else "n/a")
+        + "; by sentinel size: "
+        + ", ".join(f"{s['median_ms']:.3g} ms ±{100 * np.expm1(s['spread']):.1f} %" for s in drift["by_size"])
+        + " (a measurement's spread is interpolated between them by its latency).",
         "",
         "| first campaign's 95 % CI | second-campaign medians inside | median half-width |",
         "|---|---|---|",

@@ -62,6 +62,27 @@ def test_known_between_session_shift_is_recovered(tmp_path) -> None:
     assert drift.low_spread == pytest.approx(math.log(1.06), rel=0.08)
 
 
+def test_spread_follows_the_size_of_the_model(tmp_path) -> None:
+    """A session that slows mid-sized models most (a neighbour thrashing the shared cache): each
+    measurement gets the spread of the sentinels of its size."""
+    shift = {"small": 1.01, "medium": 1.10, "large": 1.04}
+    with Store(tmp_path / "drift.db") as store:
+        store.add_platform(PLATFORM)
+        for campaign, slower in (("monday", False), ("tuesday", True)):
+            for index in range(3):
+                for name, usual in USUAL_MS.items():
+                    value = usual * (shift[name] if slower else 1.0)
+                    store.add_sentinel(PLATFORM.id, campaign, index, name, name, _reading(value))
+        drift = store.drift(PLATFORM.id)
+    at = np.array([ms for ms, _ in drift.by_size])  # each sentinel's median over both days
+    spreads = dict(zip(USUAL_MS, drift.spread_at(at), strict=True))
+    for name, factor in shift.items():
+        # 9 of the 15 pairs of a sentinel's readings span the two days
+        assert spreads[name] == pytest.approx(math.log(factor), rel=0.02)
+    assert drift.spread_at(np.array([0.01, 100.0])) == pytest.approx([spreads["small"], spreads["large"]])
+    assert drift.spread_at(np.array([1.0]))[0] > spreads["small"]  # between small and medium
+
+
 def test_spread_of_many_sessions_matches_their_scatter() -> None:
     """Sessions whose speed scatters with a known sd: the spread of two readings is √2 of it."""
     rng = np.random.default_rng(1)
@@ -100,10 +121,13 @@ def test_session_ci_widens_by_the_spread_and_slow_passes_flag_contention(tmp_pat
                 store.add_measurement(PLATFORM.id, "monday", measured)
         _replay(store, "tuesday", [1.04, 1.04], rng)
         frame = store.measurements().set_index("config_id")
-        spread = store.drift(PLATFORM.id).spread
+        drift = store.drift(PLATFORM.id)
         raw = store.measurements(session_ci=False).set_index("config_id")
+    spread = drift.spread
     within = math.log(1.01 / 1.0)
-    expected = math.sqrt(within**2 + (Z95 * spread) ** 2)
+    at_five = drift.spread_at(np.array([5.0]))[0]  # between the medium and large sentinels
+    assert at_five == pytest.approx(spread, rel=0.1)  # every sentinel moved alike
+    expected = math.sqrt(within**2 + (Z95 * at_five) ** 2)
     assert frame.at["c1", "ci_high_ms"] == pytest.approx(5.0 * math.exp(expected), rel=1e-3)
     # effects against the median day (1.04): monday -3.9 %, -3.9 %, +18.4 %; tuesday 0, 0
     pairs = [math.log(1 / 1.04)] * 4 + [math.log(1.25 / 1.04)] * 2

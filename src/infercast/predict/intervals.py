@@ -127,12 +127,12 @@ def _covered(residuals: np.ndarray, half_widths: np.ndarray) -> float:
 
 
 def interval_note(half_width: np.ndarray, calibration: Calibration, reasons: list[str] | None) -> list[str]:
-    """Why an interval is wide, per row: empty for in-distribution widths, else how many times the
-    in-distribution width it is and the first out-of-distribution reason."""
+    """Why an interval is wide, per row: empty for in-distribution widths (up to 1.1× those of the
+    training rows), else how many times that width it is and the first out-of-distribution reason."""
     usual = calibration.q * (1 + calibration.beta)
     notes = []
     for row, width in enumerate(np.asarray(half_width)):
-        if usual <= 0 or width <= 1.5 * usual:
+        if usual <= 0 or width <= 1.1 * usual:
             notes.append("")
             continue
         why = reasons[row].split(";")[0] if reasons and reasons[row] else "far from every training config"

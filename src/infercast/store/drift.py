@@ -11,8 +11,13 @@ the sentinel's median log reading over all passes of the platform.
   within-session noise, so the difference includes both. With one campaign only, pairs within it
   are used (``basis="within one campaign"``): that misses what changes between sessions, and is
   said so.
-- **session CI** of a measurement: ``[m·e^-h, m·e^h]`` with ``h = sqrt(h_w² + (1.96·spread)²)``,
-  ``h_w`` the log half-width of its within-session bootstrap CI.
+- **spread by size**: the same root-mean-square difference for each sentinel alone. How far a
+  session moves a model depends on its size (on this project's CPU, between two sessions half
+  an hour apart: +2 % for the 0.2 ms sentinel, +9 % for the 2 ms one, +5 % for the 9 ms one —
+  working sets near the shared cache's size suffer most from a neighbour's), so a measurement's
+  spread is interpolated between the sentinels' by log latency (flat beyond them).
+- **session CI** of a measurement: ``[m·e^-h, m·e^h]`` with ``h = sqrt(h_w² + (1.96·σ(m))²)``,
+  ``h_w`` the log half-width of its within-session bootstrap CI, ``σ(m)`` its spread by size.
 - **contention**: a pass whose effect is above ``log(1 + tolerance)`` read slow; a measurement
   stored between a slow pass and the next one (or the previous one and a slow pass) of its
   campaign was taken while the host was slow, and says so.
@@ -43,6 +48,19 @@ class Drift:
     sentinels: int
     low_spread: float | None = None
     effects: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per sentinel: (its median latency in ms, its own spread), ordered by latency
+    by_size: list[tuple[float, float]] = field(default_factory=list)
+
+    def spread_at(self, median_ms: np.ndarray) -> np.ndarray | None:
+        """The spread a measurement of each latency meets: interpolated between the sentinels'
+        by log latency; the pooled spread where no sentinel has one; None with no estimate."""
+        if not self.by_size:
+            return None if self.spread is None else np.full(len(median_ms), self.spread)
+        at = np.log([ms for ms, _ in self.by_size])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.interp(
+                np.log(np.asarray(median_ms, dtype=np.float64)), at, [s for _, s in self.by_size]
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +71,7 @@ class Drift:
             "passes": self.passes,
             "campaigns": self.campaigns,
             "sentinels": self.sentinels,
+            "by_size": [{"median_ms": ms, "spread": spread} for ms, spread in self.by_size],
         }
 
 
@@ -70,8 +89,8 @@ def pass_effects(readings: pd.DataFrame, column: str = "median_ms") -> pd.DataFr
     )
 
 
-def _pair_spread(effects: pd.DataFrame, across: bool) -> float | None:
-    values = effects["effect"].to_numpy(dtype=np.float64)
+def _pair_spread(effects: pd.DataFrame, across: bool, column: str = "effect") -> float | None:
+    values = effects[column].to_numpy(dtype=np.float64)
     campaign = effects["campaign"].to_numpy()
     differences = values[:, None] - values[None, :]
     pairs = campaign[:, None] != campaign[None, :] if across else ~np.eye(len(values), dtype=bool)
@@ -91,12 +110,20 @@ def estimate(readings: pd.DataFrame) -> Drift:
     across = campaigns >= 2
     low = _pair_spread(pass_effects(readings, "low_ms"), across)
     basis = f"across {campaigns} campaigns" if across else "within one campaign"
-    return Drift(_pair_spread(effects, across), basis, len(effects), campaigns, sentinels, low, effects)
+    by_size = []
+    for _, own in readings.assign(log_ms=np.log(readings["median_ms"].astype(float))).groupby("sentinel"):
+        spread = _pair_spread(own, across, "log_ms") if len(own) > 1 else None
+        if spread is not None:
+            by_size.append((float(np.exp(own["log_ms"].median())), spread))
+    by_size.sort()
+    pooled = _pair_spread(effects, across)
+    return Drift(pooled, basis, len(effects), campaigns, sentinels, low, effects, by_size)
 
 
 def session_intervals(measurements: pd.DataFrame, drift: Drift, tolerance: float = 0.10) -> pd.DataFrame:
     """``measurements`` of one platform with the session CI in ``ci_low_ms`` / ``ci_high_ms`` (the
-    within-session CI kept in ``within_ci_low_ms`` / ``within_ci_high_ms``), ``session_spread``,
+    within-session CI kept in ``within_ci_low_ms`` / ``within_ci_high_ms``), ``session_spread``
+    (the spread by size each got),
     and ``contended`` / ``contended_reason`` from the campaign's slow sentinel passes."""
     out = measurements.copy()
     out["within_ci_low_ms"] = out["ci_low_ms"]
@@ -105,11 +132,11 @@ def session_intervals(measurements: pd.DataFrame, drift: Drift, tolerance: float
     with np.errstate(divide="ignore", invalid="ignore"):
         within = np.log(out["ci_high_ms"].to_numpy(dtype=np.float64) / median)
         within = np.maximum(within, np.log(median / out["ci_low_ms"].to_numpy(dtype=np.float64)))
-    spread = drift.spread or 0.0
-    half = np.sqrt(within**2 + (Z95 * spread) ** 2)
+    spread = drift.spread_at(median)
+    half = np.sqrt(within**2 + (Z95 * (0.0 if spread is None else spread)) ** 2)
     out["ci_low_ms"] = median * np.exp(-half)
     out["ci_high_ms"] = median * np.exp(half)
-    out["session_spread"] = drift.spread
+    out["session_spread"] = None if spread is None else spread
     out["contended"], out["contended_reason"] = _contention(out, drift.effects, tolerance)
     return out
 
