@@ -357,7 +357,7 @@ def _measure_between_passes(
         until = min((d for d in (deadline, due) if d is not None), default=None)
         engine.run(remaining, kept, failed, lambda: tell("round", summary), deadline=until, keep_workers=True)
         remaining = [item for item in remaining if item.key not in finished]
-        if remaining:
+        if remaining and (deadline is None or time.monotonic() < deadline):
             sentinel_pass()
     sentinel_pass()
 

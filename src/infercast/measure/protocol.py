@@ -54,6 +54,12 @@ class Protocol:
         for name in ("round_s", "ci_target", "timeout_s", "cap_s"):
             if getattr(self, name) <= 0:
                 raise MeasureError(f"protocol {name}={getattr(self, name)!r} must be positive")
+        if 0 < self.sentinel_every_s < 1:
+            # a pass due before the next config could start would be taken again and again
+            raise MeasureError(
+                f"protocol sentinel_every_s={self.sentinel_every_s!r}: 0 (passes at the start and the "
+                "end only) or at least 1 second"
+            )
         if self.group < 1 or self.min_rounds < 2 or self.max_rounds < self.min_rounds:
             raise MeasureError(
                 f"protocol needs group >= 1 and 2 <= min_rounds <= max_rounds, got group={self.group}, "

@@ -60,27 +60,23 @@ def extrapolation_folds(
     x: pd.DataFrame, edges: np.ndarray, min_train: int = 20
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Folds that each hold out a whole region of the training data, so the model must extrapolate
-    into it: the smallest and the largest input size, depth tier and batch tier, and each op-type
-    mix (which of ``count_*`` are non-zero). A fold whose training part would keep fewer than
-    ``min_train`` rows, or that holds out nothing, is left out. Used to calibrate how prediction
-    intervals widen away from the training rows (``predict.intervals``)."""
-    ordinal: list[np.ndarray] = [
-        np.searchsorted(edges, x["depth"].to_numpy(), side="right"),
-        np.searchsorted(np.asarray(BATCH_TIERS), x["batch"].to_numpy(), side="left"),
-    ]
-    if {"in_h", "in_w"} <= set(x.columns):
-        ordinal.insert(0, (x["in_h"] * x["in_w"]).to_numpy())
+    into it: the smallest and the largest input size, the deepest tier, the largest batch tier,
+    and the two commonest op-type mixes (which of ``count_*`` are non-zero) — six fits at most,
+    since each costs one. A fold whose training part would keep fewer than ``min_train`` rows, or
+    that holds out nothing, is left out. Used to calibrate how prediction intervals widen away from
+    the training rows (``predict.intervals``)."""
     held_sets = []
-    for labels in ordinal:
-        values = np.unique(labels)
-        if len(values) > 1:
-            held_sets += [labels == values[0], labels == values[-1]]
+    if {"in_h", "in_w"} <= set(x.columns):
+        pixels = (x["in_h"] * x["in_w"]).to_numpy()
+        held_sets += [pixels == pixels.min(), pixels == pixels.max()]
+    depth = np.searchsorted(edges, x["depth"].to_numpy(), side="right")
+    batch = np.searchsorted(np.asarray(BATCH_TIERS), x["batch"].to_numpy(), side="left")
+    held_sets += [depth == depth.max(), batch == batch.max()]
     counts = [c for c in x.columns if c.startswith("count_")]
     if counts:
         signature = np.array(["".join("1" if v > 0 else "0" for v in row) for row in x[counts].to_numpy()])
         mixes, sizes = np.unique(signature, return_counts=True)
-        if len(mixes) > 1:  # the four commonest mixes: each fold costs a fit
-            held_sets += [signature == mix for mix in mixes[np.argsort(-sizes, kind="stable")][:4]]
+        held_sets += [signature == mix for mix in mixes[np.argsort(-sizes, kind="stable")][:2]]
     folds = []
     for held in held_sets:
         if held.any() and (~held).sum() >= min_train:
