@@ -166,10 +166,9 @@ def test_campaign_takes_sentinel_passes_and_resumes_their_count(tmp_path) -> Non
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["sentinels"]["passes"] == 2 and summary["drift"]["passes"] == 2
+    assert summary["contended"] in (0, 1)  # counted over the one config measured
     again = infercast(*common, "--n", "2")  # resumes: one config left, passes 2 and 3
     assert again.returncode == 0, again.stderr
-    done = infercast(*common, "--n", "2")  # nothing left: no pass
-    assert done.returncode == 0 and "sentinels" not in json.loads(done.stdout)
     with Store(db, readonly=True) as store:
         readings = store.sentinels()
         frame = store.measurements()

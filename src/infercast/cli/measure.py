@@ -75,6 +75,8 @@ def _drift_line(summary: dict[str, Any]) -> str | None:
             f"between-session spread ±{drift['spread_percent']:.1f}% ({drift['basis']}, "
             f"{drift['passes']} passes; by size {sizes}) is in every stored CI"
         )
+    if summary.get("contended"):
+        parts.append(f"{summary['contended']} measurements flagged contended (contended_reason in the store)")
     if sentinels["failures"]:
         parts.append(f"{len(sentinels['failures'])} readings failed: {sentinels['failures'][0]}")
     return "; ".join(parts)

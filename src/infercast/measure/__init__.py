@@ -275,7 +275,8 @@ def run_campaign(
     campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
     After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them.
     With ``sentinels`` the campaign takes sentinel passes (``measure.sentinels``): the summary then
-    has ``sentinels`` (passes, the last pass against the platform's usual) and ``drift``."""
+    has ``sentinels`` (passes, the last pass against the platform's usual), ``drift`` and
+    ``contended`` (the campaign's measurements taken while the host read slow)."""
     check_store_file(db)
     widths: list[float] = []
     tell = progress or (lambda event, state: None)
@@ -316,6 +317,8 @@ def run_campaign(
             engine.close()
         if sentinels and book.todo:
             summary["drift"] = store.drift(book.platform.id).to_dict()
+            stored = store.measurements(book.platform.id)
+            summary["contended"] = int(stored.loc[stored["campaign"] == campaign, "contended"].sum())
     summary["left"] = book.left
     summary["median_ci_half_width"] = float(np.median(widths)) if widths else None
     return summary

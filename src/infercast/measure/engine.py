@@ -146,11 +146,30 @@ class Engine:
         deadline: float | None = None,
         timed_only: bool = False,
         keep_workers: bool = False,
+        protocol: Protocol | None = None,
     ) -> None:
         """Measure ``items``; after ``deadline`` (a ``time.monotonic()`` value) no new item starts,
         the ones under way finish. ``timed_only`` reads neither energy nor per-op rows (for
         sentinels). With ``keep_workers`` the idle worker processes stay up for the next run
-        (spawning one imports torch: seconds); ``close()`` stops them."""
+        (spawning one imports torch: seconds); ``close()`` stops them. ``protocol`` replaces the
+        engine's rounds, stopping rule and caps for this run (a worker's warm-up is its own)."""
+        engine_protocol = self.protocol
+        self.protocol = protocol or engine_protocol
+        try:
+            self._run(items, on_result, on_failure, on_round, deadline, timed_only, keep_workers)
+        finally:
+            self.protocol = engine_protocol
+
+    def _run(
+        self,
+        items: Iterable[Item],
+        on_result: Callable[[Item, Measurement], None],
+        on_failure: Callable[[Item, str, str], None],
+        on_round: Callable[[], None] | None,
+        deadline: float | None,
+        timed_only: bool,
+        keep_workers: bool,
+    ) -> None:
         pending = deque(items)
         active: list[_Active] = []
 
