@@ -95,7 +95,7 @@ class _Stage:
     fast_q: list[float] = field(default_factory=list)
     fast_beta: float = 0.0
     fast_plain_q: list[float] = field(default_factory=list)  # the near rows' |r| quantiles alone
-    calibration: Calibration | None = None
+    calibration: Calibration = field(default_factory=lambda: Calibration(float("nan")))  # set by _calibrate
 
     def predict_fast_log(self, x: np.ndarray) -> np.ndarray:
         if self.fast is None:
@@ -431,7 +431,7 @@ class CascadeBlend(Described, BaseEstimator):
         batch = x["batch"].to_numpy(dtype=np.float64)
         out = pd.DataFrame(index=x.index)
         cascade: list[np.ndarray] = []
-        widening = any(s.calibration is not None and s.calibration.beta > 0 for s in self.stages_.values())
+        widening = any(s.calibration.beta > 0 for s in self.stages_.values())
         difficulty = self.ood_.difficulty(base) if widening and self.ood_ is not None else None
         widths: dict[str, np.ndarray] = {}
         for target in self.order:
@@ -443,7 +443,7 @@ class CascadeBlend(Described, BaseEstimator):
             full = np.column_stack([base, *cascade]) if cascade else base
             log_pred = stage.predict_log(full, batch, self.small_batch)
             cascade.append(log_pred)
-            widths[target] = self._calibration(stage).half_width(difficulty, len(base))
+            widths[target] = stage.calibration.half_width(difficulty, len(base))
             put_interval(out, column, log_pred, widths[target])
         reasons = None
         if ood != "none" and self.ood_ is not None:
@@ -451,12 +451,8 @@ class CascadeBlend(Described, BaseEstimator):
             out["ood"] = flags
             out["ood_reason"] = reasons
         first = next(t for t in SCORE_ORDER if t in widths)
-        out["interval_note"] = interval_note(widths[first], self._calibration(self.stages_[first]), reasons)
+        out["interval_note"] = interval_note(widths[first], self.stages_[first].calibration, reasons)
         return out
-
-    @staticmethod
-    def _calibration(stage: _Stage) -> Calibration:
-        return stage.calibration if stage.calibration is not None else Calibration(stage.interval_q)
 
     def score(self, x: pd.DataFrame, y: pd.DataFrame) -> float:
         """One number for model selection (scikit-learn's ``score``): R² of the log of the first of
@@ -510,7 +506,7 @@ class CascadeBlend(Described, BaseEstimator):
                 "files": files,
                 "weights": stage.weights,
                 "interval_q": stage.interval_q,
-                "calibration": None if stage.calibration is None else stage.calibration.to_dict(),
+                "calibration": stage.calibration.to_dict(),
                 "trend": None if stage.trend is None else stage.trend.tolist(),
                 "trend_index": stage.trend_index,
                 "fast": fast_file,
