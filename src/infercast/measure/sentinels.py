@@ -26,8 +26,9 @@ SENTINEL_PREFIX = "sentinel:"
 
 def sentinel_protocol(protocol: Protocol) -> Protocol:
     """The campaign's protocol with rounds of 0.1 s at most and 2 s of timing per sentinel at
-    most: a pass is then a few seconds (10 s per pass with the default 0.3 s rounds, measured on
-    one `measure --db`), and a 2–9 ms sentinel still gets 60 or more timed runs in six rounds."""
+    most, so a pass costs seconds (a one-model ``measure --db`` with the default protocol took 8 s
+    without passes, 29 s with two passes in its 0.3 s rounds, 22 s in these), while a 2–9 ms
+    sentinel still gets 60 or more timed runs in six rounds."""
     return replace(protocol, round_s=min(protocol.round_s, 0.1), cap_s=min(protocol.cap_s, 2.0))
 
 

@@ -90,13 +90,23 @@ def pass_effects(readings: pd.DataFrame, column: str = "median_ms") -> pd.DataFr
 
 
 def _pair_spread(effects: pd.DataFrame, across: bool, column: str = "effect") -> float | None:
+    """Root-mean-square difference over ordered pairs of rows (in different campaigns when
+    ``across``), in O(n): Σ_pairs (x_i − x_j)² = 2n·Σx² − 2(Σx)² over all pairs, less the same
+    within each campaign — a platform's passes over months would not fit an n × n matrix."""
     values = effects[column].to_numpy(dtype=np.float64)
-    campaign = effects["campaign"].to_numpy()
-    differences = values[:, None] - values[None, :]
-    pairs = campaign[:, None] != campaign[None, :] if across else ~np.eye(len(values), dtype=bool)
-    if not pairs.any():
+    values = values - values.mean()  # the sums below lose nothing to cancellation
+
+    def pair_sum(x: np.ndarray) -> float:
+        return 2 * len(x) * float(np.sum(x**2)) - 2 * float(np.sum(x)) ** 2
+
+    total, pairs = pair_sum(values), len(values) ** 2 - len(values)
+    if across:
+        groups = [values[effects["campaign"].to_numpy() == c] for c in pd.unique(effects["campaign"])]
+        total -= sum(pair_sum(g) for g in groups)
+        pairs = len(values) ** 2 - sum(len(g) ** 2 for g in groups)
+    if pairs <= 0:
         return None
-    return float(np.sqrt(np.mean(differences[pairs] ** 2)))
+    return float(np.sqrt(max(total, 0.0) / pairs))
 
 
 def estimate(readings: pd.DataFrame) -> Drift:
