@@ -50,6 +50,8 @@ def test_difficulty_is_about_one_inside_and_grows_outside() -> None:
     inside = detector.difficulty(np.exp(rng.uniform(0.5, 2.5, size=(200, 4))))
     outside = detector.difficulty(np.exp(rng.uniform(4, 5, size=(200, 4))))
     assert 0.3 < np.median(inside) < 2 and outside.min() > 3 * np.median(inside)
+    box = detector.box_difficulty(np.vstack([x[:5], np.exp(np.full((1, 4), 5.0))]))
+    assert np.allclose(box[:5], 1) and box[5] > 3  # 1 inside the training ranges, growing outside
     saved = detector.to_dict()
     saved.pop("spacing")  # saved before difficulties existed: recomputed from the points
     assert OODDetector.from_dict(saved).spacing == pytest.approx(detector.spacing)

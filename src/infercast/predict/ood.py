@@ -85,11 +85,17 @@ class OODDetector:
         the distance outside it, in the same units."""
         if self.low is None or self.high is None or self.center is None or self.scale is None:
             raise ValueError("OODDetector is not fitted")
-        z = (_transform(np.asarray(x, dtype=np.float64)) - self.center) / self.scale
-        low = (_transform(self.low) - self.center) / self.scale
-        high = (_transform(self.high) - self.center) / self.scale
-        excess = np.maximum(np.maximum(low - z, z - high), 0.0)
-        return 1 + np.sqrt(np.einsum("ij,ij->i", excess, excess)) / self.spacing
+        x = np.asarray(x)
+        out = np.ones(len(x))
+        # the transform is monotonic: only rows outside the raw ranges need it (few, in screening)
+        outside = np.flatnonzero(((x < self.low) | (x > self.high)).any(axis=1))
+        if len(outside):
+            z = (_transform(x[outside].astype(np.float64)) - self.center) / self.scale
+            low = (_transform(self.low) - self.center) / self.scale
+            high = (_transform(self.high) - self.center) / self.scale
+            excess = np.maximum(np.maximum(low - z, z - high), 0.0)
+            out[outside] += np.sqrt(np.einsum("ij,ij->i", excess, excess)) / self.spacing
+        return out
 
     def difficulty(self, x: np.ndarray) -> np.ndarray:
         """Nearest-training-row distance in units of the training rows' median spacing."""
