@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def _drift_line(summary: dict[str, Any]) -> str | None:
     if last is not None:
         parts[0] += f", the last {last:+.1%} against their usual"
     if drift["spread"] is not None:
-        sizes = ", ".join(f"{s['median_ms']:.3g} ms ±{100 * s['spread']:.1f}%" for s in drift["by_size"])
+        sizes = ", ".join(f"{s['median_ms']:.3g} ms ±{math.expm1(s['spread']):.1%}" for s in drift["by_size"])
         parts.append(
             f"between-session spread ±{drift['spread_percent']:.1f}% ({drift['basis']}, "
             f"{drift['passes']} passes; by size {sizes}) is in every stored CI"
