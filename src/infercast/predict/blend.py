@@ -432,7 +432,10 @@ class CascadeBlend(Described, BaseEstimator):
         out = pd.DataFrame(index=x.index)
         cascade: list[np.ndarray] = []
         widening = any(s.calibration.beta > 0 for s in self.stages_.values())
-        difficulty = self.ood_.difficulty(base) if widening and self.ood_ is not None else None
+        # one nearest-row search serves both the interval widths and the distance check
+        wants_distance = self.ood_ is not None and (widening or ood == "full")
+        distance = self.ood_.nearest_distance(base) if wants_distance else None
+        difficulty = distance / self.ood_.spacing if widening and distance is not None else None
         widths: dict[str, np.ndarray] = {}
         for target in self.order:
             column = TARGETS[target]
@@ -447,7 +450,7 @@ class CascadeBlend(Described, BaseEstimator):
             put_interval(out, column, log_pred, widths[target])
         reasons = None
         if ood != "none" and self.ood_ is not None:
-            flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges")
+            flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges", distance=distance)
             out["ood"] = flags
             out["ood_reason"] = reasons
         first = next(t for t in SCORE_ORDER if t in widths)

@@ -101,17 +101,19 @@ class OODDetector:
         """Nearest-training-row distance in units of the training rows' median spacing."""
         return self.nearest_distance(x) / self.spacing
 
-    def check(self, x: np.ndarray, ranges_only: bool = False) -> tuple[np.ndarray, list[str]]:
-        """``(flag per row, reason per row)``; ``ranges_only`` skips the distance (for screening)."""
+    def check(
+        self, x: np.ndarray, ranges_only: bool = False, distance: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[str]]:
+        """``(flag per row, reason per row)``; ``ranges_only`` skips the distance (for screening);
+        ``distance``: the rows' ``nearest_distance`` where the caller already has it."""
         if self.low is None or self.high is None:
             raise ValueError("OODDetector is not fitted")
         x = np.asarray(x, dtype=np.float64)
         margin = (self.high - self.low) * self.slack
         outside = (x < self.low - margin) | (x > self.high + margin)
         far = np.zeros(len(x), dtype=bool)
-        distance = np.zeros(len(x))
-        if not ranges_only and self._tree is not None and np.isfinite(self.threshold):
-            distance, _ = self._tree.query((_transform(x) - self.center) / self.scale, k=1)
+        if not ranges_only and self.points is not None and np.isfinite(self.threshold):
+            distance = self.nearest_distance(x) if distance is None else distance
             far = distance > self.threshold
         width = np.maximum(self.high - self.low, 1e-12)
         excess = np.maximum(self.low - x, x - self.high) / width  # the worst offenders come first

@@ -435,7 +435,7 @@ class Store:
             session_intervals(group, self.drift(platform)) for platform, group in frame.groupby("platform_id")
         ]
         if not parts:
-            return session_intervals(frame, estimate(self.sentinels("")))
+            return session_intervals(frame, estimate(pd.DataFrame()))  # no measurements: no rows to widen
         return pd.concat(parts).sort_index()
 
     def failures(self) -> pd.DataFrame:
