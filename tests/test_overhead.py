@@ -180,3 +180,43 @@ def test_train_ops_cli_takes_the_form_and_the_learner(tmp_path) -> None:
     refused = infercast("train-ops", *tables, "--out", str(tmp_path / "no"), "--overhead", "cubic")
     assert refused.returncode == 2 and "overhead='cubic' must be 'auto' or one of" in refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_predictors_saved_before_channel_slices_load_with_their_own_inputs(tmp_path, monkeypatch) -> None:
+    import infercast.predict.opwise as opwise_module
+    from infercast.predict.optable import kernels
+
+    ops, e2e = _additive_op_tables(10, 7)
+    monkeypatch.setattr(opwise_module, "_KERNEL_INPUTS", opwise_module._KERNEL_INPUTS_BEFORE_SLICES)
+    earlier = OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e)
+    earlier.save(tmp_path / "ow")
+    monkeypatch.undo()
+    loaded = OpWise.load(tmp_path / "ow")
+    assert loaded.kernel_inputs_ == opwise_module._KERNEL_INPUTS_BEFORE_SLICES
+    pd.testing.assert_frame_equal(loaded.predict(ops), earlier.predict(ops))
+    meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
+    meta["kernel_inputs"] = [*meta["kernel_inputs"], "c_in_squared"]
+    (tmp_path / "ow" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PredictorError, match=r"kernel features .*c_in_squared.* differ"):
+        OpWise.load(tmp_path / "ow")
+    # a 3-channel 3×3 convolution costs what 4 channel slices cost on a GPU runtime
+    table = kernels(
+        pd.DataFrame(
+            {
+                "model": ["m"],
+                "op_type": ["conv"],
+                "h_in": [8],
+                "w_in": [8],
+                "c_in": [3],
+                "h_out": [8],
+                "w_out": [8],
+                "c_out": [5],
+                "kernel_size": [3],
+                "stride": [1],
+                "groups": [1],
+                "flops": [1.0],
+            }
+        )
+    )
+    assert table["c_out_slices"].iloc[0] == 2
+    assert np.isclose(np.expm1(table["log_padded_flops"].iloc[0]), 2 * 64 * 8 * 4 * 9)

@@ -104,6 +104,17 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
     out["log_flops"] = np.log1p(out["flops"])
     out["log_bytes"] = np.log1p(out["bytes"])
     out["intensity"] = out["flops"] / out["bytes"]
+    # GPU runtimes lay tensors out in slices of 4 channels (TFLite's PHWC4, OpenCL images): a
+    # kernel costs what its padded channels cost, which trees cannot derive from raw channels
+    slices_in, slices_out = np.ceil(out["c_in"] / 4), np.ceil(out["c_out"] / 4)
+    groups = out["groups"].fillna(1).clip(lower=1)
+    window = out["kernel_size"].fillna(1) ** 2
+    out["c_out_slices"] = slices_out
+    out["log_padded_flops"] = np.log1p(
+        2 * out["h_out"] * out["w_out"] * 4 * slices_out * 4 * np.ceil(out["c_in"] / groups / 4) * window
+    )
+    out["log_out_elements"] = np.log1p(out["h_out"] * out["w_out"] * 4 * slices_out)
+    out["log_in_elements"] = np.log1p(out["h_in"] * out["w_in"] * 4 * slices_in)
     return out
 
 

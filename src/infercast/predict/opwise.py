@@ -39,7 +39,20 @@ from infercast.predict.ood import OODDetector
 from infercast.predict.optable import SHAPE_COLUMNS, e2e_series, kernels
 from infercast.predict.overhead import FORMS, Overhead, choose, overhead_features
 
-_KERNEL_INPUTS = (*SHAPE_COLUMNS, "bytes", "n_ops", "log_flops", "log_bytes", "intensity")
+_KERNEL_INPUTS = (
+    *SHAPE_COLUMNS,
+    "bytes",
+    "n_ops",
+    "log_flops",
+    "log_bytes",
+    "intensity",
+    "c_out_slices",
+    "log_padded_flops",
+    "log_out_elements",
+    "log_in_elements",
+)
+# what predictors saved before the channel-slice columns learned from
+_KERNEL_INPUTS_BEFORE_SLICES = _KERNEL_INPUTS[:-4]
 _POOLED = "pooled"
 MIN_MODELS = 3
 # a model outside the training range of these is flagged ood (the overhead features it is kept for)
@@ -99,6 +112,7 @@ class OpWise(Described):
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
         self.models_: dict[str, Learner] = {}
+        self.kernel_inputs_ = _KERNEL_INPUTS
         self.kernel_target_ = _RATE
         self.overhead_: Overhead | None = None  # learned: set by fit or load
         self.interval_q_ = float("nan")
@@ -111,7 +125,7 @@ class OpWise(Described):
 
     # -- training -----------------------------------------------------------------------------
     def _kernel_matrix(self, table: pd.DataFrame, pooled: bool) -> np.ndarray:
-        columns = [table[c].to_numpy(dtype=np.float64) for c in _KERNEL_INPUTS]
+        columns = [table[c].to_numpy(dtype=np.float64) for c in self.kernel_inputs_]
         if pooled:
             columns.append(
                 table["op_type"].map({g: i for i, g in enumerate(OP_GROUPS)}).to_numpy(dtype=np.float64)
@@ -196,6 +210,7 @@ class OpWise(Described):
 
     def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
         self.kernel_target_ = _RATE
+        self.kernel_inputs_ = _KERNEL_INPUTS
         table = kernels(ops)
         table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
         e2e = e2e_series(e2e)
@@ -341,7 +356,7 @@ class OpWise(Described):
                 "kernel_learner": self.kernel_learner,
             },
             "kernel_models": files,
-            "kernel_inputs": list(_KERNEL_INPUTS),
+            "kernel_inputs": list(self.kernel_inputs_),
             "kernel_target": self.kernel_target_,
             "overhead": self.overhead_.to_dict(),
             "interval_q": self.interval_q_,
@@ -363,11 +378,11 @@ class OpWise(Described):
 
     @classmethod
     def _from_meta(cls, folder: Path, saved: dict[str, Any]) -> OpWise:
-        if saved.get("kernel_inputs") != list(_KERNEL_INPUTS):
-            raise PredictorError(
-                f"{folder}: kernel features {saved.get('kernel_inputs')} differ from this infercast's"
-            )
+        inputs = tuple(saved.get("kernel_inputs") or ())
+        if inputs not in (_KERNEL_INPUTS, _KERNEL_INPUTS_BEFORE_SLICES):
+            raise PredictorError(f"{folder}: kernel features {list(inputs)} differ from this infercast's")
         opwise = cls(**saved["params"])
+        opwise.kernel_inputs_ = inputs
         opwise.models_ = {
             t: _learner_of(f).load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
         }
