@@ -4,14 +4,14 @@ predictor directories; models → graphs → predictions; candidates → shortli
 itself learns from tables only.
 
 - ``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``suggest``: ``api.training``;
-- ``predict``, ``predict_models``, ``measure``: ``api.predicting`` (model strings, ``nn.Module``,
-  ``onnx.ModelProto``, ONNX paths);
+- ``predict``, ``predict_models``, ``predict_devices``, ``measure``: ``api.predicting`` (model
+  strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
 - ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs.
 """
 
 from __future__ import annotations
 
-from infercast.api.predicting import load_predictor, measure, predict, predict_models
+from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
 from infercast.api.screening import screen
 from infercast.api.training import adapt, evaluate, predict_ops, suggest, train, train_ops
 
@@ -21,6 +21,7 @@ __all__ = [
     "load_predictor",
     "measure",
     "predict",
+    "predict_devices",
     "predict_models",
     "predict_ops",
     "screen",

@@ -105,6 +105,55 @@ def predict_models(
     return results
 
 
+def predict_devices(
+    models: Sequence[Any],
+    devices: Sequence[str],
+    input_shape: str | tuple[int, ...] | None = None,
+    batch_size: int | None = None,
+    timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Latency of each model on each shipped device (``infercast devices list``): one dict per
+    (model, device), models outer, with the 90 % interval, ``ood`` and its reason. A device
+    measured at a batch size (NB201's batch-32 GPUs) captures the model at it unless
+    ``batch_size`` is given."""
+    from infercast.models.guarded import capture_model
+    from infercast.predict.devices import get_device
+
+    if not devices:
+        raise PredictorError("name at least one device (`infercast devices list` shows them)")
+    predictors = [get_device(name) for name in devices]  # an unknown name fails before any capture
+    graphs: dict[tuple[int, int | None], Any] = {}
+    columns: list[tuple[list[Any], list[dict[str, Any]]]] = []
+    for predictor in predictors:
+        batch = batch_size or (predictor.info.batch if predictor.info.batch > 1 else None)
+        for i, model in enumerate(models):
+            if (i, batch) not in graphs:
+                graphs[i, batch] = capture_model(model, input_shape, batch, timeout_s)[0]
+        captured = [graphs[i, batch] for i in range(len(models))]
+        columns.append((captured, predictor.predict_graphs(captured).to_dict("records")))
+    results = []
+    for i, model in enumerate(models):
+        for predictor, (captured, rows) in zip(predictors, columns, strict=True):
+            row, graph = rows[i], captured[i]
+            results.append(
+                {
+                    "model": model_name(model, graph),
+                    "device": predictor.info.name,
+                    "runtime": predictor.info.runtime,
+                    "input_shape": list(graph.input_shape),
+                    "latency_ms": float(row["latency_ms"]),
+                    "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+                    "ood": bool(row["ood"]),
+                    "ood_reason": row["ood_reason"] or None,
+                    "route": row.get("route") or predictor.info.card.get("route"),
+                    "card": predictor.info.card,
+                }
+            )
+            if row.get("model_level_ms") is not None:
+                results[-1]["model_level_ms"] = float(row["model_level_ms"])
+    return results
+
+
 def _many(models: Any) -> tuple[list[Any], bool]:
     """One model or a list of them (a string, a module or an ONNX model is one)."""
     if isinstance(models, list | tuple):
@@ -123,20 +172,30 @@ def _input_shape(input_shape: Any, example_input: Any) -> Any:
 
 def predict(
     models: Any,
-    predictor: str | Path,
+    predictor: str | Path | None = None,
     input_shape: tuple[int, ...] | str | None = None,
     example_input: Any = None,
     batch_size: int | None = None,
     timeout_s: float | None = 180.0,
+    device: str | Sequence[str] | None = None,
 ) -> dict[str, Any] | list[dict[str, Any]]:
     """Latency, peak memory and energy (or why not) of one model or a list of them, with 90 %
-    intervals and OOD flags, from a predictor directory (``infercast train`` / ``adapt``).
+    intervals and OOD flags, from a predictor directory (``infercast train`` / ``adapt``) — or the
+    latency on a shipped device (``device="pixel4/gpu"``; ``infercast devices list``).
 
     A model is a model string (``pytorchcv:resnet18``, ``space:carb-resnet?depth=18``, a ``.onnx``
     path, ``file.py:factory``), an ``nn.Module`` (give ``input_shape`` or ``example_input``) or an
-    ``onnx.ModelProto``. One model gives one dict; a list gives a list."""
+    ``onnx.ModelProto``. One model (and one device) gives one dict; a list gives a list (with
+    several devices: one dict per model and device, models outer)."""
+    if (predictor is None) == (device is None):
+        raise PredictorError("give either predictor= (a directory) or device= (a shipped device name)")
     items, many = _many(models)
     shape = _input_shape(input_shape, example_input)
+    if device is not None:
+        names = [device] if isinstance(device, str) else list(device)
+        results = predict_devices(items, names, shape, batch_size, timeout_s)
+        return results if many or len(names) > 1 else results[0]
+    assert predictor is not None
     results = predict_models(predictor, items, shape, batch_size, timeout_s)
     return results if many else results[0]
 

@@ -101,6 +101,7 @@ def human_bytes(value: float) -> str:
 # Commands register themselves on ``app`` when their module is imported.
 from infercast.cli import db as _db  # noqa: E402, F401
 from infercast.cli import demo as _demo  # noqa: E402, F401
+from infercast.cli import devices as _devices  # noqa: E402, F401
 from infercast.cli import inspect as _inspect  # noqa: E402, F401
 from infercast.cli import measure as _measure  # noqa: E402, F401
 from infercast.cli import predict as _predict  # noqa: E402, F401

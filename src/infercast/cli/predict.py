@@ -99,7 +99,15 @@ def train(
 @app.command()
 def predict(
     models: list[str] = typer.Argument(..., help=MODEL_HELP + " or space:NAME?k=v"),
-    predictor: Path = typer.Option(..., "--predictor", help="predictor directory (from infercast train)"),
+    predictor: Path | None = typer.Option(
+        None, "--predictor", help="predictor directory (from infercast train)"
+    ),
+    device: list[str] | None = typer.Option(
+        None,
+        "--device",
+        help="a shipped device instead of --predictor (`infercast devices list`); "
+        "repeat it for a model × device table",
+    ),
     input_shape: str | None = typer.Option(None, "--input-shape", help="e.g. 1x3x224x224"),
     batch_size: int | None = typer.Option(None, "--batch-size"),
     timeout_s: float = typer.Option(
@@ -107,10 +115,28 @@ def predict(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Predict latency, energy and peak memory of MODELS on the predictor's platform."""
-    from infercast.api import predict_models
+    """Predict latency, energy and peak memory of MODELS on the predictor's platform, or their
+    latency on shipped devices (--device pixel4/gpu)."""
+    from infercast.api import predict_devices, predict_models
+    from infercast.predict.errors import PredictorError
 
-    results = run_guarded(lambda: predict_models(predictor, models, input_shape, batch_size, timeout_s))
+    def body() -> list[dict[str, Any]]:
+        if (predictor is None) == (not device):
+            raise PredictorError(
+                "give --predictor DIR (from infercast train) or --device NAME (a shipped device)"
+            )
+        if device:
+            with console.status("predicting", spinner="dots"):
+                return predict_devices(models, device, input_shape, batch_size, timeout_s)
+        return predict_models(predictor, models, input_shape, batch_size, timeout_s)
+
+    results = run_guarded(body)
+    if device:
+        if as_json:
+            print_json(results)
+        else:
+            _device_table(results, device)
+        return
     if as_json:
         print_json(results)
         return
@@ -132,6 +158,33 @@ def predict(
     reasons = {r.get("energy_j_reason") for r in results if r.get("energy_j") is None}
     for reason in reasons - {None}:
         console.print(f"energy: {reason}")
+
+
+def _device_table(results: list[dict[str, Any]], devices: list[str]) -> None:
+    """Models down, devices across: latency ms (90 % interval); ``*`` marks an ood prediction."""
+    table = Table(title="predicted latency, ms (90 % interval); * outside the training data")
+    table.add_column("model")
+    for name in devices:
+        table.add_column(name, justify="right")
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_model.setdefault(r["model"], []).append(r)
+    for model, rows in by_model.items():
+        table.add_row(
+            model, *(_with_interval(r, "latency_ms") + ("[yellow]*[/]" if r["ood"] else "") for r in rows)
+        )
+    console.print(table)
+    for r in results:
+        if r["ood"]:
+            console.print(f"* {r['model']} on {r['device']}: {r['ood_reason']}", highlight=False)
+    for name in devices:
+        card = next(r["card"] for r in results if r["device"] == name)
+        if card:
+            console.print(
+                f"{name} ({card['route']}): {card['within_10pct']:.0%} within ±10 %, median error "
+                f"{card['median_abs_error_pct']:.1f} % on {card['protocol']}",
+                highlight=False,
+            )
 
 
 def _with_interval(result: dict[str, Any], key: str) -> str:

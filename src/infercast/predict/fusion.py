@@ -47,6 +47,9 @@ _ORT = {
 }
 
 
+TFLITE = FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS, conv_add=True)
+
+
 def _ort_rules(settings: dict[str, Any]) -> FusionRules:
     level = settings.get("opt_level", "all")
     if level not in _ORT:
@@ -58,6 +61,9 @@ def _ort_rules(settings: dict[str, Any]) -> FusionRules:
 RULES_BY_BACKEND: dict[str, Callable[[dict[str, Any]], FusionRules]] = {
     "ort-": _ort_rules,
     "torch-": lambda settings: FusionRules(),  # eager PyTorch runs every op as its own kernel
+    # the TFLite converter folds BatchNorm and activations into convolutions; its GPU delegate
+    # links a residual add into the kernel before it (usc-mobile's kernel names: `_linked_:_add`)
+    "tflite-": lambda settings: TFLITE,
 }
 
 

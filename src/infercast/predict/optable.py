@@ -22,7 +22,7 @@ SHAPE_COLUMNS = (
     "flops",
 )
 REQUIRED_OP_COLUMNS = ("model", "op_type")
-_WEIGHTED = ("conv", "dwconv", "gconv", "linear")
+WEIGHTED_TYPES = ("conv", "dwconv", "gconv", "linear")
 
 
 def check_op_table(ops: pd.DataFrame, training: bool = False, name: str = "op table") -> None:
@@ -84,7 +84,7 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
         frame["kernel"].astype(str).where(frame["kernel"].notna(), "row" + frame.index.astype(str))
     )
     rank = frame["op_type"].map(
-        lambda t: 0 if t in _WEIGHTED else (2 if t in ("bn", "act", "add", "mul") else 1)
+        lambda t: 0 if t in WEIGHTED_TYPES else (2 if t in ("bn", "act", "add", "mul") else 1)
     )
     frame["_rank"] = rank
     frame["_order"] = np.arange(len(frame))

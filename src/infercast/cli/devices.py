@@ -1,0 +1,95 @@
+"""``infercast devices list | show``: the predictors shipped for devices you do not own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from infercast.cli import Table, app, console, print_json, run_guarded
+
+devices_app = typer.Typer(
+    help="Predictors shipped for devices you do not own (phones, GPUs, accelerators), with accuracy cards.",
+    no_args_is_help=True,
+)
+app.add_typer(devices_app, name="devices")
+
+
+def _pct(value: Any, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:.{digits}%}"
+
+
+def _card_cells(card: dict[str, Any]) -> list[str]:
+    if not card:
+        return ["–"] * 4
+    median = card.get("median_abs_error_pct")
+    spearman = card.get("spearman")
+    return [
+        _pct(card.get("within_10pct")),
+        "–" if median is None else f"{median:.1f} %",
+        "–" if spearman is None else f"{spearman:.3f}",
+        _pct(card.get("coverage")),
+    ]
+
+
+@devices_app.command("list")
+def list_(
+    contains: str | None = typer.Argument(
+        None, help="show only names containing this (e.g. pixel4, gpu, nb201)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Every shipped device predictor, with its accuracy card (folds held out by architecture family)."""
+    from infercast.predict.devices import list_devices
+
+    infos = run_guarded(list_devices)
+    if contains:
+        infos = [i for i in infos if contains in i.name]
+    if as_json:
+        print_json([i.to_dict() for i in infos])
+        return
+    table = Table(title=f"{len(infos)} shipped device predictors (`infercast devices show NAME` for one)")
+    for column in ("name", "runtime", "dtype", "n", "±10 %", "median err", "Spearman", "90 % cover"):
+        table.add_column(column, justify="left" if column in ("name", "runtime", "dtype") else "right")
+    for info in infos:
+        table.add_row(info.name, info.runtime, info.dtype, str(info.n_train), *_card_cells(info.card))
+    console.print(table)
+
+
+@devices_app.command("show")
+def show(
+    name: str = typer.Argument(..., help="a device name from `infercast devices list`, e.g. pixel4/gpu"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """One shipped device predictor: what it was measured on, with what, and how accurate it is."""
+    from infercast.predict.devices import device_info
+
+    info = run_guarded(lambda: device_info(name))
+    if as_json:
+        print_json(info.to_dict())
+        return
+    for label, value in (
+        ("name", info.name),
+        ("device", info.device),
+        ("runtime", info.runtime),
+        ("setting", info.setting),
+        ("dtype", info.dtype),
+        ("predicts", info.accepts),
+        (
+            "trained on",
+            f"{info.n_train} networks" if "cells" not in info.accepts else f"{info.n_train} cells",
+        ),
+        ("data", info.source),
+    ):
+        console.print(f"[bold]{label}[/]: {value}", highlight=False)
+    card = info.card
+    if not card:
+        console.print("no accuracy card (run benchmarks/device_cards.py)")
+        return
+    table = Table(title=f"accuracy card ({card['protocol']})")
+    for column in ("predictor", "n", "±10 %", "median err", "Spearman", "90 % cover"):
+        table.add_column(column, justify="left" if column == "predictor" else "right")
+    table.add_row(card.get("route", "this predictor"), str(card["n"]), *_card_cells(card))
+    for baseline, figures in card.get("baselines", {}).items():
+        table.add_row(f"  {baseline} baseline", str(figures["n"]), *_card_cells(figures))
+    console.print(table)

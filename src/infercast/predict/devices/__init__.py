@@ -1,0 +1,63 @@
+"""Predictors shipped with infercast for devices you do not own.
+
+``list_devices()`` names them (``pixel4/gpu``, ``s10/1large/int8``, ``nb201/pixel3``, …) with
+their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graphs``. Each source of
+public measurements is one module beside this one (``usc.py``, ``nb201.py``): a new one is a new
+file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from types import ModuleType
+
+from infercast.predict.devices import nb201, usc
+from infercast.predict.devices.common import DeviceInfo, DevicePredictor, cards
+from infercast.predict.errors import PredictorError
+
+SOURCES: tuple[ModuleType, ...] = (usc, nb201)
+
+
+class UnknownDeviceError(PredictorError):
+    """A device name no shipped predictor has; the message lists the nearest names."""
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every shipped device predictor, with its card."""
+    return [info for source in SOURCES for info in source.infos()]
+
+
+def _source_of(name: str) -> ModuleType:
+    for source in SOURCES:
+        if name in source.names():
+            return source
+    every = [n for source in SOURCES for n in source.names()]
+    nearest = (
+        difflib.get_close_matches(name, every, n=5, cutoff=0.5)
+        or sorted(n for n in every if n.split("/")[0] == name.split("/")[0])[:5]
+    )
+    hint = f"nearest: {', '.join(nearest)}" if nearest else "`infercast devices list` shows them"
+    raise UnknownDeviceError(f"no shipped predictor for device {name!r}; {hint}")
+
+
+def device_info(name: str) -> DeviceInfo:
+    """The card and facts of one shipped device (``UnknownDeviceError`` names the nearest)."""
+    return next(info for info in _source_of(name).infos() if info.name == name)
+
+
+@cache
+def get_device(name: str) -> DevicePredictor:
+    """The predictor of a shipped device, fitted on first use."""
+    return _source_of(name).load(name)
+
+
+__all__ = [
+    "DeviceInfo",
+    "DevicePredictor",
+    "UnknownDeviceError",
+    "cards",
+    "device_info",
+    "get_device",
+    "list_devices",
+]

@@ -1,0 +1,88 @@
+"""What every shipped device predictor is: a name, what it was measured with, and a way to
+predict captured graphs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pandas as pd
+
+from infercast import __version__
+from infercast.graph import Graph
+
+Saved = TypeVar("Saved")
+
+
+def data_file(name: str) -> Path:
+    """A file shipped in ``infercast/predict/devices/data``."""
+    return Path(str(resources.files("infercast.predict.devices") / "data" / name))
+
+
+def cache_root() -> Path:
+    """Where predictors trained on first use are kept: ``INFERCAST_CACHE``, else
+    ``$XDG_CACHE_HOME/infercast`` or ``~/.cache/infercast``."""
+    if os.environ.get("INFERCAST_CACHE"):
+        return Path(os.environ["INFERCAST_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "infercast"
+
+
+def trained_once(
+    name: str, train: Callable[[], Saved], save: Callable[[Saved, Path], Any], load: Callable[[Path], Saved]
+) -> Saved:
+    """A predictor from the user cache, or trained now and stored there (per infercast version, so
+    an upgrade retrains). Two processes may train at once: each writes beside the folder and
+    moves its copy in; the loser's identical copy is dropped. A read-only cache only costs time."""
+    folder = cache_root() / f"devices-{__version__}" / name.replace("/", "-")
+    if (folder / "meta.json").is_file():
+        return load(folder)
+    model = train()
+    partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
+    try:
+        save(model, partial)
+        partial.replace(folder)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+    return model
+
+
+@cache
+def cards() -> dict[str, dict[str, Any]]:
+    """The accuracy card of each shipped device (``benchmarks/device_cards.py`` writes them)."""
+    path = data_file("cards.json")
+    return json.loads(path.read_text())["cards"] if path.is_file() else {}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A shipped device predictor, as ``infercast devices`` lists it."""
+
+    name: str
+    device: str
+    runtime: str
+    setting: str
+    dtype: str
+    source: str
+    n_train: int
+    accepts: str  # which models it predicts
+    batch: int = 1
+    card: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class DevicePredictor(Protocol):
+    info: DeviceInfo
+
+    def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
+        """``latency_ms``, ``latency_ms_low``, ``latency_ms_high``, ``ood``, ``ood_reason`` per graph."""
+        ...

@@ -1,0 +1,74 @@
+"""The graph features a shipped device predictor learns from: work per kind of kernel, as the
+TFLite converter and its GPU delegate lay a network out (BatchNorm and activations folded into
+convolutions, a residual add linked into the kernel before it).
+
+Each feature is an amount a device spends time on — FLOPs of dense, depthwise and grouped
+convolutions, bytes moved, kernels launched — so latency ≈ Σ cost_i · feature_i with non-negative
+costs, a form that carries to architecture families a predictor never saw, where a FLOPs count
+does not (benchmarks/device_cards.py). Finer bins (convolutions by window, stems, channel slices
+of 4) fitted no better with architecture families held out: 102 networks cannot pin them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from infercast.graph import Graph
+from infercast.predict.fusion import TFLITE, kernel_table
+
+DEVICE_FEATURES_VERSION = 1
+
+DEVICE_FEATURE_DOCS: dict[str, str] = {
+    "gflops_conv": "GFLOPs of dense convolutions (groups = 1)",
+    "gflops_dwconv": "GFLOPs of depthwise convolutions",
+    "gflops_gconv": "GFLOPs of grouped (not depthwise) convolutions",
+    "gflops_linear": "GFLOPs of fully connected layers and matrix products",
+    "mops_pool": "million output elements × window of max / average pooling",
+    "melements_concat": "million output elements of concatenations",
+    "melements_elementwise": "million output elements of element-wise ops, activations and other ops "
+    "that run as kernels of their own (not fused into a convolution)",
+    "mb_activations": "MB of activations read and written by the kernels (first op of each)",
+    "mb_weights": "MB of weights read",
+    "kernels": "number of kernels launched",
+    "constant": "1: a per-inference cost",
+}
+DEVICE_FEATURES: tuple[str, ...] = tuple(DEVICE_FEATURE_DOCS)
+
+_STANDALONE = ("add", "mul", "act", "bn", "other")
+_POOLS = ("pool_max", "pool_avg")
+
+
+def device_features(graph: Graph) -> dict[str, float]:
+    """The device features of one captured graph, keyed by ``DEVICE_FEATURES`` in that order."""
+    return device_frame(kernel_table(graph, TFLITE, model=graph.name), graph).iloc[0].to_dict()
+
+
+def device_frame(table: pd.DataFrame, graph: Graph) -> pd.DataFrame:
+    """One row of ``DEVICE_FEATURES`` from a graph's kernel table (``fusion.kernel_table``)."""
+    op = table["op_type"].to_numpy()
+    flops = table["flops"].to_numpy(dtype=np.float64)
+    out_elements = (table["h_out"].fillna(1) * table["w_out"].fillna(1) * table["c_out"].fillna(1)).to_numpy(
+        dtype=np.float64
+    )
+    # rows come in graph order, so an op heads its kernel (runs as one of its own) when it is the
+    # first row of that kernel: a fused activation or add follows its convolution
+    own_kernel = ~table["kernel"].duplicated().to_numpy()
+    standalone = np.isin(op, _STANDALONE) & own_kernel
+    weights_mb = graph.weight_bytes / 1e6
+    moved_mb = table["bytes"].to_numpy(dtype=np.float64)[own_kernel].sum() / 1e6
+    values = {
+        "gflops_conv": flops[op == "conv"].sum() / 1e9,
+        "gflops_dwconv": flops[op == "dwconv"].sum() / 1e9,
+        "gflops_gconv": flops[op == "gconv"].sum() / 1e9,
+        "gflops_linear": flops[op == "linear"].sum() / 1e9,
+        "mops_pool": flops[np.isin(op, _POOLS)].sum() / 1e6,
+        "melements_concat": out_elements[op == "concat"].sum() / 1e6,
+        "melements_elementwise": out_elements[standalone].sum() / 1e6,
+        # fused ops' traffic stays in registers: the bytes of the kernels' first ops
+        "mb_activations": max(moved_mb - weights_mb, 0.0),
+        "mb_weights": weights_mb,
+        "kernels": float(own_kernel.sum()),
+        "constant": 1.0,
+    }
+    return pd.DataFrame([values], columns=list(DEVICE_FEATURES))

@@ -1,0 +1,123 @@
+"""NAS-Bench-201 cells on 27 device settings (desktop GPUs at batch 1 / 32 / 256, Xeon CPUs,
+phones, a Raspberry Pi 4, an ASIC and an FPGA), for ``space:nb201`` models.
+
+Data: HELP (Lee et al., NeurIPS 2021, HayeonLee/HELP, MIT licence), whose pixel3, raspi4, eyeriss
+and fpga columns come from HW-NAS-Bench (Li et al., ICLR 2021). What ships
+(``data/nb201_cells.parquet``, built by ``python -m infercast.predict.devices.build``) is a
+random 1,000 of the 15,625 cells with each device's latency (ms). A device's predictor is the
+cascade blend (latency only) on infercast's features of the ``nb201`` space, trained on first
+use (about 2 s) and kept in the user cache (``INFERCAST_CACHE``, else ``$XDG_CACHE_HOME/infercast``
+or ``~/.cache/infercast``), as a normal predictor directory.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pandas as pd
+
+from infercast.features import features
+from infercast.graph import Graph
+from infercast.predict.blend import CascadeBlend
+from infercast.predict.data import feature_frame
+from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
+from infercast.predict.errors import PredictorError
+
+TABLE = "nb201_cells.parquet"
+PREFIX = "nb201/"
+SOURCE = "NAS-Bench-201 latency of HELP (HayeonLee/HELP, MIT) and HW-NAS-Bench"
+SETTINGS = {"threads": 1}
+ROUTE = "cascade blend (nb201 features)"
+_GPUS = ("1080ti", "2080ti", "titan_rtx", "titanx", "titanxp")
+_CPUS = ("gold", "silver")
+_PHONES = ("pixel2", "pixel3", "samsung_a50", "samsung_s7", "essential_ph_1")
+
+
+@cache
+def table() -> pd.DataFrame:
+    return pd.read_parquet(data_file(TABLE))
+
+
+def names() -> list[str]:
+    return [PREFIX + c for c in table().columns if c != "arch"]
+
+
+def batch_of(column: str) -> int:
+    suffix = column.rsplit("_", 1)[-1]
+    return int(suffix) if column.startswith(_GPUS) and suffix.isdigit() else 1
+
+
+def _kind(column: str) -> str:
+    if column.startswith(_GPUS):
+        return "desktop GPU"
+    if column.startswith(_CPUS):
+        return "Xeon CPU"
+    if column.startswith(_PHONES):
+        return "phone"
+    return {"raspi4": "Raspberry Pi 4", "eyeriss": "ASIC (Eyeriss)", "fpga": "FPGA"}.get(column, column)
+
+
+def _info(name: str) -> DeviceInfo:
+    column = name.removeprefix(PREFIX)
+    batch = batch_of(column)
+    return DeviceInfo(
+        name=name,
+        device=column.rsplit("_", 1)[0] if batch > 1 or column.endswith("_1") else column,
+        runtime=_kind(column),
+        setting=f"batch {batch}",
+        dtype="fp32",
+        source=SOURCE,
+        n_train=len(table()),
+        accepts="space:nb201 cells (CIFAR 32×32)",
+        batch=batch,
+        card=cards().get(name, {}),
+    )
+
+
+def infos() -> list[DeviceInfo]:
+    return [_info(name) for name in names()]
+
+
+class Nb201Device:
+    """One NB201 device setting: a latency-only cascade blend, trained once and cached."""
+
+    def __init__(self, name: str) -> None:
+        self.info = _info(name)
+        self.blend = trained_once(
+            name,
+            self._train,
+            lambda blend, folder: blend.save(folder, {"device": name, "source": SOURCE}),
+            CascadeBlend.load,
+        )
+
+    def _train(self) -> CascadeBlend:
+        cells = table()
+        x = cell_features(cells["arch"].tolist(), self.info.batch)
+        y = pd.DataFrame(
+            {"latency_ms": cells[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}
+        )
+        return CascadeBlend(order=("latency",), n_estimators=200, forest_estimators=100, seed=0).fit(x, y)
+
+    def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
+        foreign = [g.name for g in graphs if not g.name.startswith("space:nb201")]
+        if foreign:
+            raise PredictorError(
+                f"{self.info.name} predicts NAS-Bench-201 cells (space:nb201?cell=…) only, not {foreign[0]}"
+            )
+        x = feature_frame([features(g) for g in graphs], SETTINGS)
+        predicted = self.blend.predict(x).reset_index(drop=True)
+        out = predicted[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].copy()
+        out["route"] = ROUTE
+        return out
+
+
+def cell_features(cells: list[str], batch: int) -> pd.DataFrame:
+    from infercast import space
+
+    configs = pd.DataFrame({"cell": np.asarray(cells, dtype=object), "batch": batch})
+    return feature_frame(space.get("nb201").features(configs), SETTINGS)
+
+
+def load(name: str) -> Nb201Device:
+    return Nb201Device(name)

@@ -1,0 +1,140 @@
+"""``PhysicalLatency``: latency as a sum of non-negative costs per unit of work.
+
+``latency = Σ_i cost_i · x_i`` over the device features (``devices.features``: FLOPs per kind of
+convolution, bytes moved, kernels launched, a constant). The costs are fitted by non-negative
+least squares on *relative* error, so a 1 ms network weighs as much as a 100 ms one, and every
+cost is a time per unit of work: a network of a family never seen still adds up its work at the
+device's rates, where trees would fall back to the nearest training network.
+
+The 90 % interval is ``prediction · e^(±q)``, q the conformal quantile of the out-of-fold
+|log(truth / prediction)| — folds grouped (by architecture family, when given), so q holds for a
+family the predictor never saw. A model is ``ood`` when one of its features lies outside what
+the training networks spanned (with a factor of slack), with the features named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+from sklearn.model_selection import GroupKFold
+
+from infercast.predict.errors import PredictorError
+from infercast.predict.metrics import regression_metrics
+
+# a feature this many times beyond the training range is outside what the costs were fitted on
+_RANGE_SLACK = 2.0
+
+
+def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative costs minimising Σ ((x·cost − y) / y)²."""
+    design = x / y[:, None]
+    scale = np.abs(design).max(axis=0)
+    scale[scale == 0] = 1.0  # a feature no training row has gets cost 0
+    costs, _ = nnls(design / scale, np.ones(len(y)))
+    return costs / scale
+
+
+class PhysicalLatency:
+    """Latency (ms) of a network from its work, at non-negative per-unit costs.
+
+    ``features``: the columns of ``x`` the costs are fitted on; ``n_folds``: grouped folds for the
+    interval's out-of-fold residuals; ``coverage``: the interval's nominal coverage."""
+
+    def __init__(self, features: tuple[str, ...], n_folds: int = 5, coverage: float = 0.9) -> None:
+        if not features:
+            raise PredictorError("features=() names no column to fit costs on")
+        if n_folds < 2:
+            raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
+        if not 0 < coverage < 1:
+            raise PredictorError(f"coverage={coverage!r} must lie between 0 and 1")
+        self.features = tuple(features)
+        self.n_folds = n_folds
+        self.coverage = coverage
+        self.costs_: np.ndarray | None = None
+        self.interval_q_ = float("nan")
+        self.low_: np.ndarray | None = None
+        self.high_: np.ndarray | None = None
+        self.n_train_ = 0
+
+    def _matrix(self, x: pd.DataFrame) -> np.ndarray:
+        missing = [c for c in self.features if c not in x.columns]
+        if missing:
+            raise PredictorError(f"feature columns {missing} are missing")
+        matrix = x[list(self.features)].to_numpy(dtype=np.float64)
+        if not np.isfinite(matrix).all():
+            raise PredictorError("features hold NaN or infinite values")
+        return matrix
+
+    def fit(self, x: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None = None) -> PhysicalLatency:
+        """Fit the costs on networks ``x`` with latencies ``y`` (ms); ``groups`` (e.g. families)
+        keep related networks in one fold when calibrating the interval."""
+        matrix = self._matrix(x)
+        y = np.asarray(y, dtype=np.float64)
+        if len(y) != len(matrix):
+            raise PredictorError(f"{len(matrix)} rows of features but {len(y)} latencies")
+        if not (np.isfinite(y).all() and (y > 0).all()):
+            raise PredictorError("latencies must be positive and finite")
+        groups = np.arange(len(y)) if groups is None else np.asarray(groups)
+        n_folds = min(self.n_folds, len(np.unique(groups)))
+        if n_folds < 2:
+            raise PredictorError(f"need networks of at least 2 groups to calibrate intervals, got {n_folds}")
+        residuals = np.empty(len(y))
+        for train, test in GroupKFold(n_folds).split(matrix, y, groups):
+            costs = fit_costs(matrix[train], y[train])
+            residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
+        # split-conformal quantile: the ⌈(n+1)·coverage⌉-th smallest |residual|
+        rank = min(int(np.ceil((len(y) + 1) * self.coverage)), len(y))
+        self.interval_q_ = float(np.sort(np.abs(residuals))[rank - 1])
+        self.costs_ = fit_costs(matrix, y)
+        self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
+        self.n_train_ = len(y)
+        return self
+
+    def _fitted(self) -> np.ndarray:
+        if self.costs_ is None:
+            raise PredictorError("PhysicalLatency is not fitted: call fit first")
+        return self.costs_
+
+    def predict(self, x: pd.DataFrame) -> pd.DataFrame:
+        """``latency_ms`` with its 90 % interval (``latency_ms_low``, ``latency_ms_high``), ``ood``
+        and ``ood_reason`` per row of ``x``."""
+        costs = self._fitted()
+        matrix = self._matrix(x)
+        latency = np.clip(matrix @ costs, 1e-9, None)
+        assert self.low_ is not None and self.high_ is not None
+        reasons = []
+        for row in matrix:
+            outside = [
+                f"{name} {value:.3g} (training {low:.3g}–{high:.3g})"
+                for name, value, low, high in zip(self.features, row, self.low_, self.high_, strict=True)
+                if value > high * _RANGE_SLACK or value < low / _RANGE_SLACK
+            ]
+            reasons.append("; ".join(outside))
+        return pd.DataFrame(
+            {
+                "latency_ms": latency,
+                "latency_ms_low": latency * np.exp(-self.interval_q_),
+                "latency_ms_high": latency * np.exp(self.interval_q_),
+                "ood": [bool(r) for r in reasons],
+                "ood_reason": reasons,
+            },
+            index=x.index,
+        )
+
+    def score(self, x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+        """Accuracy on networks with measured latencies ``y``: ±10 %, median error, Spearman,
+        interval coverage (``metrics.regression_metrics``)."""
+        predicted = self.predict(x)
+        return regression_metrics(
+            np.asarray(y, dtype=np.float64),
+            predicted["latency_ms"].to_numpy(),
+            predicted["latency_ms_low"].to_numpy(),
+            predicted["latency_ms_high"].to_numpy(),
+        )
+
+    def costs(self) -> dict[str, float]:
+        """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
+        return dict(zip(self.features, self._fitted().tolist(), strict=True))

@@ -1,0 +1,209 @@
+"""Shipped device predictors: the registry, the cost model, the API and the CLI on the tables that
+ship with the package (no ``../shared`` needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import infercast
+from infercast.predict.devices import UnknownDeviceError, device_info, get_device, list_devices, nb201, usc
+from infercast.predict.devices.physical import PhysicalLatency
+from infercast.predict.errors import PredictorError
+
+from .conftest import requires_pytorchcv
+from .helpers import infercast as run_cli
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory) -> Iterator[None]:
+    """Predictors trained on first use go to a fresh cache (the CLI's subprocesses share it)."""
+    before = os.environ.get("INFERCAST_CACHE")
+    os.environ["INFERCAST_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        del os.environ["INFERCAST_CACHE"]
+    else:
+        os.environ["INFERCAST_CACHE"] = before
+
+
+CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def test_every_shipped_setting_is_listed_with_its_card() -> None:
+    infos = list_devices()
+    names = [i.name for i in infos]
+    assert len(names) == len(set(names)) == 90 + 27
+    assert {"pixel4/gpu", "s10/1large/int8", "iphonexs/gpu", "nb201/pixel3", "nb201/titan_rtx_32"} <= set(
+        names
+    )
+    for info in infos:
+        assert info.card, f"{info.name} has no accuracy card"
+        assert 0 <= info.card["within_10pct"] <= 1 and info.card["n"] >= 100
+        assert set(info.card["baselines"]) == {"FLOPs-proportional", "log-log [FLOPs, params]"}
+    assert device_info("nb201/titan_rtx_32").batch == 32
+    assert device_info("s10/1large/int8").dtype == "int8"
+
+
+def test_an_unknown_device_names_the_nearest() -> None:
+    with pytest.raises(UnknownDeviceError, match=r"'pixel4/gpus'.*nearest: pixel4/gpu"):
+        get_device("pixel4/gpus")
+
+
+def test_costs_of_a_known_law_are_recovered_with_honest_intervals() -> None:
+    rng = np.random.default_rng(0)
+    features = ("gflops", "kernels", "constant")
+    x = pd.DataFrame(
+        {"gflops": rng.uniform(0.1, 5, 200), "kernels": rng.integers(10, 300, 200), "constant": 1.0}
+    )
+    costs = np.array([4.0, 0.02, 0.5])  # ms per GFLOP, per kernel, per inference
+    noise = np.exp(rng.normal(0, 0.02, 200))
+    y = x.to_numpy(dtype=np.float64) @ costs * noise
+    model = PhysicalLatency(features).fit(x.iloc[:150], y[:150], groups=np.arange(150) % 10)
+    assert model.costs() == pytest.approx(dict(zip(features, costs, strict=True)), rel=0.1)
+    predicted = model.predict(x.iloc[150:])
+    inside = (predicted["latency_ms_low"] <= y[150:]) & (y[150:] <= predicted["latency_ms_high"])
+    assert 0.8 <= inside.mean() <= 1.0
+    assert model.score(x.iloc[150:], y[150:])["within_10pct"] > 0.9
+    # far outside the training range: flagged, with the feature named
+    far = pd.DataFrame({"gflops": [50.0], "kernels": [100], "constant": [1.0]})
+    flagged = model.predict(far).iloc[0]
+    assert flagged["ood"] and "gflops 50" in flagged["ood_reason"]
+
+
+def test_physical_latency_names_bad_values() -> None:
+    with pytest.raises(PredictorError, match="n_folds=1"):
+        PhysicalLatency(("a",), n_folds=1)
+    with pytest.raises(PredictorError, match=r"coverage=1\.5"):
+        PhysicalLatency(("a",), coverage=1.5)
+    x = pd.DataFrame({"a": [1.0, 2.0, 3.0]})
+    with pytest.raises(PredictorError, match="positive"):
+        PhysicalLatency(("a",)).fit(x, np.array([1.0, -1.0, 2.0]))
+    with pytest.raises(PredictorError, match="not fitted"):
+        PhysicalLatency(("a",)).predict(x)
+
+
+@requires_pytorchcv
+def test_shipped_features_are_what_this_infercast_computes() -> None:
+    """A shipped row recomputed from the network: the feature code and the table agree."""
+    from infercast.predict.devices.build import usc_row
+
+    row = usc_row("squeezenet_v1_1")
+    shipped = usc.table().loc["squeezenet_v1_1"]
+    for name, value in row.items():
+        if name == "model":
+            continue
+        assert shipped[name] == (value if isinstance(value, str) else pytest.approx(value, rel=1e-9)), name
+
+
+@requires_pytorchcv
+def test_predict_on_shipped_devices() -> None:
+    one = infercast.predict("pytorchcv:squeezenet_v1_1", device="pixel4/gpu")
+    assert one["device"] == "pixel4/gpu" and one["runtime"].startswith("TFLite GPU")
+    low, high = one["latency_ms_interval"]
+    assert 0 < low < one["latency_ms"] < high
+    # the network is one of the training ones: predicted within 30 % of what the phone measured
+    measured = usc.table().loc["squeezenet_v1_1", usc.LATENCY_PREFIX + "pixel4/gpu"]
+    assert one["latency_ms"] == pytest.approx(measured, rel=0.3)
+    table = infercast.predict(
+        ["pytorchcv:squeezenet_v1_1", "pytorchcv:resnet10"], device=["pixel4/gpu", "pixel4/1large"]
+    )
+    assert [(r["model"], r["device"]) for r in table] == [
+        ("pytorchcv:squeezenet_v1_1", "pixel4/gpu"),
+        ("pytorchcv:squeezenet_v1_1", "pixel4/1large"),
+        ("pytorchcv:resnet10", "pixel4/gpu"),
+        ("pytorchcv:resnet10", "pixel4/1large"),
+    ]
+    assert table[0]["latency_ms"] == pytest.approx(one["latency_ms"])
+    assert table[2]["latency_ms"] > table[0]["latency_ms"]  # ResNet-10 does 5× the work
+    assert one["route"].startswith("op-wise") and one["model_level_ms"] > 0
+    assert table[1]["route"].startswith("Σ cost") and "model_level_ms" not in table[1]
+    small = infercast.predict("torchvision:resnet18", device="pixel4/gpu", input_shape=(1, 3, 160, 160))
+    assert small["ood"] and "224×224" in small["ood_reason"]
+    with pytest.raises(PredictorError, match=r"either predictor= .* or device="):
+        infercast.predict("pytorchcv:squeezenet_v1_1")
+
+
+def test_nb201_devices_take_cells_and_cache_their_predictor(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
+    name = "nb201/gold_6226"
+    predictor = nb201.load(name)
+    assert (tmp_path / f"devices-{infercast.__version__}" / "nb201-gold_6226" / "meta.json").is_file()
+    cached = nb201.load(name)  # a second process would load it instead of training
+    model = f"space:nb201?cell={CELL}"
+    first = infercast.api.predict_devices([model], [name])[0]
+    graph = infercast.capture(infercast.load_model(model))
+    assert predictor.predict_graphs([graph])["latency_ms"].iloc[0] == pytest.approx(first["latency_ms"])
+    assert cached.predict_graphs([graph])["latency_ms"].iloc[0] == pytest.approx(first["latency_ms"])
+    measured = nb201.table()[name.removeprefix("nb201/")]
+    assert measured.min() / 2 < first["latency_ms"] < measured.max() * 2
+    with pytest.raises(PredictorError, match="NAS-Bench-201 cells"):
+        infercast.api.predict_devices(["space:carb-resnet?depth=10&input_size=32"], [name])
+
+
+def test_cli_devices_list_show_and_the_one_line_error() -> None:
+    listed = run_cli("devices", "list", "pixel4/gpu", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [d["name"] for d in json.loads(listed.stdout)] == ["pixel4/gpu"]
+    shown = run_cli("devices", "show", "nb201/pixel3", "--json")
+    assert shown.returncode == 0, shown.stderr
+    card = json.loads(shown.stdout)["card"]
+    assert card["n"] > 10_000 and "FLOPs-proportional" in card["baselines"]
+    wrong = run_cli("devices", "show", "pixel4/gpux")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().count("\n") == 0 and "nearest: pixel4/gpu" in wrong.stderr
+
+
+@requires_pytorchcv
+def test_cli_predict_on_devices() -> None:
+    result = run_cli(
+        "predict",
+        "pytorchcv:squeezenet_v1_1",
+        "--device",
+        "pixel4/gpu",
+        "--device",
+        "s10/1large/int8",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["device"] for r in rows] == ["pixel4/gpu", "s10/1large/int8"]
+    text = run_cli("predict", "pytorchcv:squeezenet_v1_1", "--device", "pixel4/gpu")
+    assert text.returncode == 0 and "pixel4/gpu" in text.stdout and "within ±10 %" in text.stdout
+    both = run_cli("predict", "pytorchcv:squeezenet_v1_1")
+    assert both.returncode == 2 and "--device" in both.stderr
+
+
+def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
+    """BatchNorm, activations and a residual add vanish into their convolution; a depthwise input
+    is read padded; a whole-map average pool is the MEAN op; a linear layer is a vector op."""
+    from infercast.predict.devices.tflite_gpu import COLUMNS, graph_ops
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+            self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8))
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x)
+            return self.head(torch.relu(self.dw(y) + y))
+
+    graph = infercast.capture(Block().eval(), (1, 3, 16, 16))
+    ops = graph_ops(graph, "block")
+    assert list(ops.columns) == list(COLUMNS)
+    assert ops["op_type"].tolist() == ["conv", "dwconv", "global_pool", "linear"]
+    dw = ops.iloc[1]
+    assert (dw["h_in"], dw["h_out"], dw["groups"]) == (18, 16, 8)
+    linear = ops.iloc[3]
+    assert (linear["h_in"], linear["c_in"], linear["c_out"]) == (1, 8, 10)
+    assert linear["bytes"] == 2 * (8 + 10 + 8 * 10)  # fp16 vectors and weights
+    assert ops["kernel"].is_unique
