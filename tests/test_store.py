@@ -17,6 +17,8 @@ import pytest
 from infercast.errors import InfercastError
 from infercast.store import Measurement, Platform, Store, StoreError
 
+from .helpers import infercast
+
 PLATFORM = Platform("ort-cpu", {"threads": 1, "opt_level": "all"}, {"cpu": "test-cpu", "cores": 2})
 
 
@@ -178,3 +180,43 @@ def test_cli_export_and_refusal(tmp_path) -> None:
     bad.write_text("hello")
     refused = infercast("db", "export", "--db", str(bad), "--out", str(tmp_path / "x.csv"))
     assert refused.returncode == 2 and "not a SQLite database" in refused.stderr
+
+
+def test_import_latencies_measured_elsewhere(tmp_path) -> None:
+    """A table from another tool becomes a platform per setting, and train's data; a second import
+    stores nothing new; a bad row is named."""
+    from infercast.api.importing import TableImportError, import_measurements
+    from infercast.datasets import training_data
+
+    models = [f"space:carb-resnet?depth={d}&width=0.25&input_size=32&early_downsample=0" for d in (8, 10, 12)]
+    table = pd.DataFrame(
+        {
+            "model": models * 2,
+            "latency_ms": [1.0, 1.4, 1.9, 0.6, 0.8, 1.1],
+            "std_ms": 0.05,
+            "n": 20,
+            "delegate": ["cpu"] * 3 + ["gpu"] * 3,
+        }
+    )
+    path = tmp_path / "phone.csv"
+    table.to_csv(path, index=False)
+    db = tmp_path / "runs.db"
+    result = import_measurements(db, path, device="my-phone", backend="tflite")
+    assert result["stored"] == 6 and result["already_stored"] == 0 and not result["not_captured"]
+    assert sorted(p["settings"]["delegate"] for p in result["platforms"]) == ["cpu", "gpu"]
+    gpu = next(p["id"] for p in result["platforms"] if p["settings"]["delegate"] == "gpu")
+    with Store(db, readonly=True) as store:
+        data = training_data(store, gpu)
+        assert sorted(data.y["latency_ms"]) == [0.6, 0.8, 1.1]
+        assert data.x["flops"].nunique() == 3  # captured here: the features of each model
+        row = store.measurements(gpu).iloc[0]
+        assert row["n"] == 20 and row["ci_low_ms"] < row["median_ms"] < row["ci_high_ms"]
+    again = import_measurements(db, path, device="my-phone", backend="tflite")
+    assert again["stored"] == 0 and again["already_stored"] == 6
+    table["latency_ms"] = table["latency_ms"].astype(object)
+    table.loc[4, "latency_ms"] = "fast"
+    table.to_csv(path, index=False)
+    with pytest.raises(TableImportError, match="latency_ms, row 5: 'fast'"):
+        import_measurements(db, path, device="my-phone")
+    cli = infercast("db", "import", str(tmp_path / "missing.csv"), "--device", "x", "--db", str(db))
+    assert cli.returncode == 2 and "no such file" in cli.stderr

@@ -1,4 +1,5 @@
-"""``infercast db``: what a store holds, and its export to Parquet / CSV."""
+"""``infercast db``: what a store holds, its export to Parquet / CSV, and the import of latencies
+measured elsewhere."""
 
 from __future__ import annotations
 
@@ -34,3 +35,36 @@ def export(
         print_json(result)
     else:
         console.print(f"wrote {result['measurements']:,} measurements to {out}")
+
+
+@db_app.command("import")
+def import_(
+    table: Path = typer.Argument(..., help="a .csv or .parquet table: model, latency_ms[, setting columns]"),
+    device: str = typer.Option(..., "--device", help="the device it was measured on (your name for it)"),
+    db: Path = typer.Option(Path("runs.db"), "--db", help="the store file (created when missing)"),
+    backend: str = typer.Option("imported", "--backend", help="the runtime that ran it, e.g. tflite-gpu"),
+    campaign: str | None = typer.Option(None, "--campaign", help="campaign name (default import:FILE)"),
+    input_shape: str | None = typer.Option(None, "--input-shape", help="capture every model at this shape"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Import end-to-end latencies measured elsewhere (optional columns: std_ms, n, peak_memory_mb,
+    energy_j; any other column is a platform setting), so train and adapt can learn from them."""
+    from infercast.api.importing import import_measurements
+
+    def body() -> dict[str, object]:
+        with console.status("capturing the models", spinner="dots"):
+            return import_measurements(db, table, device, backend, campaign, input_shape)
+
+    result = run_guarded(body)
+    if as_json:
+        print_json(result)
+        return
+    for platform in result["platforms"]:
+        console.print(
+            f"platform {platform['id']} ({result['backend']}, {platform['settings'] or 'no settings'}): "
+            f"{platform['rows']} new measurements",
+            highlight=False,
+        )
+    console.print(f"{result['stored']} stored, {result['already_stored']} already in {db}", highlight=False)
+    for model, failure in result["not_captured"].items():
+        console.print(f"[yellow]skipped[/] {model}: {failure['reason']}", highlight=False)
