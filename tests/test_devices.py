@@ -207,3 +207,60 @@ def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
     assert (linear["h_in"], linear["c_in"], linear["c_out"]) == (1, 8, 10)
     assert linear["bytes"] == 2 * (8 + 10 + 8 * 10)  # fp16 vectors and weights
     assert ops["kernel"].is_unique
+
+
+def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> None:
+    from infercast.predict.devices.adapt import DeviceAdapted
+
+    rng = np.random.default_rng(1)
+    features = ("gflops", "kernels", "constant")
+    x = pd.DataFrame(
+        {"gflops": rng.uniform(0.1, 5, 60), "kernels": rng.integers(10, 300, 60), "constant": 1.0}
+    )
+    laws = {"gpu-like": [1.0, 0.05, 0.2], "cpu-like": [20.0, 0.001, 1.0], "npu-like": [0.3, 0.2, 3.0]}
+    sources = {
+        name: PhysicalLatency(features).fit(x, x.to_numpy(dtype=np.float64) @ np.array(costs))
+        for name, costs in laws.items()
+    }
+    # a device 1.5× slower than the GPU-like one, a little noisy
+    truth = (
+        1.5 * (x.to_numpy(dtype=np.float64) @ np.array(laws["gpu-like"])) * np.exp(rng.normal(0, 0.02, 60))
+    )
+    model = DeviceAdapted(sources).fit(x.iloc[:8], truth[:8])
+    assert model.source_ == "gpu-like"
+    assert np.exp(model.intercept_) == pytest.approx(1.5, rel=0.1) and model.weight_ == pytest.approx(
+        1, abs=0.1
+    )
+    predicted = model.predict(x.iloc[8:])
+    assert np.median(np.abs(predicted["latency_ms"] / truth[8:] - 1)) < 0.05
+    model.save(tmp_path / "adapted")
+    again = DeviceAdapted.load(tmp_path / "adapted", sources)
+    assert again.predict(x.iloc[8:])["latency_ms"].to_numpy() == pytest.approx(
+        predicted["latency_ms"].to_numpy()
+    )
+    with pytest.raises(PredictorError, match="not shipped"):
+        DeviceAdapted.load(tmp_path / "adapted")  # "gpu-like" is no shipped device
+    with pytest.raises(PredictorError, match="3 or more"):
+        DeviceAdapted(sources).fit(x.iloc[:2], truth[:2])
+
+
+def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path) -> None:
+    models = [
+        f"space:carb-resnet?depth={d}&width=0.25&input_size=64&early_downsample=0"
+        for d in (8, 10, 12, 14, 16, 18)
+    ]
+    table = pd.DataFrame({"model": models, "latency_ms": [2.0, 2.4, 2.9, 3.3, 3.9, 4.4]})
+    table.to_csv(tmp_path / "board.csv", index=False)
+    db, out = str(tmp_path / "runs.db"), str(tmp_path / "board")
+    imported = run_cli(
+        "db", "import", str(tmp_path / "board.csv"), "--device", "my-board", "--db", db, "--json"
+    )
+    assert imported.returncode == 0, imported.stderr
+    adapted = run_cli("adapt", "--db", db, "--out", out, "--k", "4", "--json")
+    assert adapted.returncode == 0, adapted.stderr
+    summary = json.loads(adapted.stdout)
+    assert summary["fit"]["source"] in {i.name for i in list_devices()} and summary["n_test"] == 2
+    predicted = run_cli("predict", "--predictor", out, models[0], "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    row = json.loads(predicted.stdout)[0]
+    assert row["latency_ms"] > 0 and row["energy_j"] is None and "latency only" in row["energy_j_reason"]

@@ -3,7 +3,8 @@ plain values and returns plain data (dicts / lists). They sit above the stages (
 predictor directories; models → graphs → predictions; candidates → shortlist), so ``predict``
 itself learns from tables only.
 
-- ``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``suggest``: ``api.training``;
+- ``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``adapt_device``, ``suggest``:
+  ``api.training``;
 - ``predict``, ``predict_models``, ``predict_devices``, ``measure``: ``api.predicting`` (model
   strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
 - ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs.
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
 from infercast.api.screening import screen
-from infercast.api.training import adapt, evaluate, predict_ops, suggest, train, train_ops
+from infercast.api.training import adapt, adapt_device, evaluate, predict_ops, suggest, train, train_ops
 
 __all__ = [
     "adapt",
+    "adapt_device",
     "evaluate",
     "load_predictor",
     "measure",

@@ -45,6 +45,57 @@ def opwise_of(folder: str | Path) -> OpWise | None:
     return OpWise.load(sub) if (sub / "meta.json").is_file() else None
 
 
+def device_adapted_of(folder: str | Path) -> Any:
+    """The ``DeviceAdapted`` predictor in ``folder`` (from ``infercast adapt`` without sources),
+    or None when the folder holds another kind."""
+    import json
+
+    from infercast.predict.devices.adapt import KIND, META, DeviceAdapted
+
+    meta = Path(folder) / META
+    try:
+        kind = json.loads(meta.read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return DeviceAdapted.load(folder) if kind == KIND else None
+
+
+def _predict_device_adapted(
+    adapted: Any,
+    folder: str | Path,
+    models: Sequence[Any],
+    input_shape: str | tuple[int, ...] | None,
+    batch_size: int | None,
+    timeout_s: float | None,
+) -> list[dict[str, Any]]:
+    from infercast.models.guarded import capture_model
+    from infercast.predict.devices.features import DEVICE_FEATURES, device_features
+
+    graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
+    x = pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))
+    predicted = adapted.predict(x)
+    reason = f"{folder} adapts a shipped device's latency predictor ({adapted.source_}): latency only"
+    results = []
+    for i, model in enumerate(models):
+        row = predicted.iloc[i]
+        results.append(
+            {
+                "model": model_name(model, graphs[i]),
+                "input_shape": list(graphs[i].input_shape),
+                "latency_ms": float(row["latency_ms"]),
+                "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+                "peak_memory_mb": None,
+                "peak_memory_mb_reason": reason,
+                "energy_j": None,
+                "energy_j_reason": reason,
+                "ood": bool(row["ood"]),
+                "ood_reason": row["ood_reason"] or None,
+                "interval_note": None,
+            }
+        )
+    return results
+
+
 def predict_models(
     folder: str | Path,
     models: Sequence[Any],
@@ -60,6 +111,9 @@ def predict_models(
     from infercast.models.guarded import capture_model
     from infercast.predict.fusion import kernel_table, rules_for
 
+    adapted = device_adapted_of(folder)
+    if adapted is not None:
+        return _predict_device_adapted(adapted, folder, models, input_shape, batch_size, timeout_s)
     blend = load_predictor(folder)
     opwise = opwise_of(folder)
     platform = blend.info.platform

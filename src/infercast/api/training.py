@@ -1,5 +1,5 @@
 """The training workflows: a store (or op tables) → predictor directories, and their scores:
-``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``suggest``.
+``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``adapt_device``, ``suggest``.
 
 A predictor directory from ``train`` holds the CARB ``CascadeBlend`` and, when the store has op
 profiles, the ``OpWise`` predictor in ``opwise/``. Both record the platform they were trained on
@@ -272,6 +272,80 @@ def adapt(
         "test_metrics": scores,
         "fit": model.describe(),
         "unavailable": model.unavailable_,
+    }
+
+
+def adapt_device(
+    db: str | Path,
+    out: str | Path,
+    k: int = 10,
+    platform: str | None = None,
+    selection: str = "spread",
+    seed: int = 0,
+    campaigns: list[str] | None = None,
+    latency_stat: str = "low_ms",
+) -> dict[str, Any]:
+    """Few-shot adaptation from the shipped devices: ``k`` of the platform's measured networks
+    (``db import`` or a campaign) choose the nearest shipped device and recalibrate it
+    (``DeviceAdapted``); scored on the platform's other measurements next to that device
+    unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
+    import pandas as pd
+
+    from infercast.models.guarded import capture_model
+    from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
+    from infercast.predict.devices.features import DEVICE_FEATURES, device_features
+    from infercast.predict.metrics import regression_metrics
+
+    _check_selection(selection, k)
+    check_output_dir(out)
+    with Store(db, readonly=True) as store:
+        chosen = resolve_platform(store, platform)
+        data = training_data(store, chosen["id"], latency_stat, campaigns)
+    if len(data.x) < max(k, 3):
+        raise PredictorError(
+            f"{db} holds {len(data.x)} measured networks on platform {chosen['id']}; --k {k} needs that many"
+        )
+    shapes = [
+        tuple(int(d) for d in (data.x.loc[i, ["batch", "in_channels", "in_h", "in_w"]])) for i in data.x.index
+    ]
+    graphs = [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
+    x = pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))
+    y = data.y["latency_ms"].to_numpy(dtype=np.float64)
+    sources = shipped_sources()
+    logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}
+    if selection == "random":
+        picked = np.sort(np.random.default_rng(seed).choice(len(x), k, replace=False))
+    else:  # k-centre over every shipped device's log prediction: the k cover the range
+        matrix = np.hstack(list(logs.values()))
+        picked = select_configs([], x, k, "spread", seed, source_log=matrix)
+    model = DeviceAdapted(sources).fit(x.iloc[picked], y[picked], {n: v[picked] for n, v in logs.items()})
+    rest = np.setdiff1d(np.arange(len(x)), picked)
+    scores: dict[str, Any] = {}
+    if len(rest):
+        predicted = model.predict(x.iloc[rest])
+        scores = regression_metrics(
+            y[rest],
+            predicted["latency_ms"].to_numpy(),
+            predicted["latency_ms_low"].to_numpy(),
+            predicted["latency_ms_high"].to_numpy(),
+        )
+        scores["baselines"] = {
+            f"{model.source_} unadapted": regression_metrics(y[rest], np.exp(logs[model.source_][rest, 0]))
+        }
+    metadata = {
+        "platform": PlatformInfo.from_row(chosen).to_meta(),
+        "training": {"db": str(db), "k": k, "selection": selection, "measured": data.models[picked].tolist()},
+    }
+    model.save(out, metadata)
+    return {
+        "predictor": str(out),
+        "platform": chosen["id"],
+        "k": k,
+        "selection": selection,
+        "measured_configs": data.models[picked].tolist(),
+        "n_test": len(rest),
+        "test_metrics": {"latency": scores} if scores else {},
+        "fit": model.describe(),
     }
 
 

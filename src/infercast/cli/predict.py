@@ -294,8 +294,10 @@ def predict_ops(
 
 @app.command()
 def adapt(
-    predictor: list[Path] = typer.Option(
-        ..., "--predictor", help="source predictor directory (repeat for several sources)"
+    predictor: list[Path] | None = typer.Option(
+        None,
+        "--predictor",
+        help="source predictor directory (repeat for several); without it, the nearest shipped device",
     ),
     db: Path | None = typer.Option(None, "--db", help="store with the target platform's measurements"),
     out: Path | None = typer.Option(None, "--out", help="adapted predictor directory to write"),
@@ -311,13 +313,18 @@ def adapt(
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Adapt source predictors to a new platform from k of its measured configs (few-shot).
+    """Adapt source predictors — or, without --predictor, the nearest shipped device — to a new
+    platform from k of its measured configs (few-shot; `infercast db import` brings measurements
+    made with other tools).
 
     First `--plan SPACE` lists k configs to measure on the new device (spread over the sources'
     predictions); measure them into a store; then `--db STORE --out DIR` fits and scores."""
     from infercast.api import adapt as run_adapt
-    from infercast.api import suggest
+    from infercast.api import adapt_device, suggest
 
+    if plan is not None and not predictor:
+        err_console.print("[bold red]error:[/] --plan needs --predictor (source predictors to spread over)")
+        raise typer.Exit(2)
     if plan is not None:
         models = run_guarded(
             lambda: suggest([str(p) for p in predictor], plan, k, seed=seed, selection=selection)
@@ -335,6 +342,8 @@ def adapt(
 
     def body() -> dict[str, Any]:
         with console.status(f"adapting from {k} target measurements", spinner="dots"):
+            if not predictor:
+                return adapt_device(db, out, k, platform, selection, seed, campaign or None)
             return run_adapt(
                 [str(p) for p in predictor], db, out, k, platform, selection, seed, campaign or None
             )
@@ -342,6 +351,21 @@ def adapt(
     summary = run_guarded(body)
     if as_json:
         print_json(summary)
+        return
+    if not predictor:
+        fit = summary["fit"]
+        console.print(
+            f"adapted from the nearest shipped device, {fit['source']} "
+            f"(then {', '.join(fit['nearest'][1:3])}): "
+            f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}; "
+            f"written to {summary['predictor']}",
+            highlight=False,
+        )
+        if summary["test_metrics"]:
+            metrics = summary["test_metrics"]["latency"]
+            console.print(
+                _metrics_table(f"the other {summary['n_test']} measured networks", {"latency": metrics})
+            )
         return
     console.print(
         f"adapted predictor written to {summary['predictor']} (platform {summary['platform']}, "

@@ -40,7 +40,7 @@ from infercast.predict.learners import XGBoostLearner
 from infercast.predict.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
 
 SELECTIONS = ("spread", "random")
-_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 
 
 def _source_inputs(source: CascadeBlend, x: pd.DataFrame) -> pd.DataFrame:
@@ -102,7 +102,7 @@ def select_configs(
     return np.sort(np.asarray(chosen))
 
 
-def _fit_weights(p: np.ndarray, z: np.ndarray, alpha: float) -> tuple[float, np.ndarray]:
+def fit_log_weights(p: np.ndarray, z: np.ndarray, alpha: float) -> tuple[float, np.ndarray]:
     """Intercept and non-negative weights of ``z ≈ a + p w`` with ``alpha ‖w − 1/S‖²``."""
     n_sources = p.shape[1]
     prior = np.full(n_sources, 1.0 / n_sources)
@@ -113,11 +113,11 @@ def _fit_weights(p: np.ndarray, z: np.ndarray, alpha: float) -> tuple[float, np.
     return float(z_mean - p_mean @ weights), weights
 
 
-def _loo_residuals(p: np.ndarray, z: np.ndarray, alpha: float) -> np.ndarray:
+def loo_log_residuals(p: np.ndarray, z: np.ndarray, alpha: float) -> np.ndarray:
     out = np.empty(len(z))
     for i in range(len(z)):
         keep = np.arange(len(z)) != i
-        intercept, weights = _fit_weights(p[keep], z[keep], alpha)
+        intercept, weights = fit_log_weights(p[keep], z[keep], alpha)
         out[i] = z[i] - intercept - p[i] @ weights
     return out
 
@@ -220,10 +220,10 @@ class Adapted(Described):
         return self
 
     def _fit_target(self, x: pd.DataFrame, p: np.ndarray, z: np.ndarray) -> _TargetFit:
-        errors = {alpha: np.mean(_loo_residuals(p, z, alpha) ** 2) for alpha in _ALPHAS}
+        errors = {alpha: np.mean(loo_log_residuals(p, z, alpha) ** 2) for alpha in ALPHAS}
         alpha = min(errors, key=errors.__getitem__)
-        intercept, weights = _fit_weights(p, z, alpha)
-        loo = _loo_residuals(p, z, alpha)
+        intercept, weights = fit_log_weights(p, z, alpha)
+        loo = loo_log_residuals(p, z, alpha)
         residual, note = None, f"below {self.min_residual} measurements: no residual model"
         if len(z) >= self.min_residual:
             residual, note, loo = self._fit_residual(x, p, z, alpha, loo)
@@ -254,7 +254,7 @@ class Adapted(Described):
         cv = np.empty(len(z))
         for held in folds:
             keep = np.setdiff1d(np.arange(len(z)), held)
-            intercept, weights = _fit_weights(p[keep], z[keep], alpha)
+            intercept, weights = fit_log_weights(p[keep], z[keep], alpha)
             base = intercept + p @ weights
             model = self._make_residual().fit(
                 self._residual_inputs(x.iloc[keep], p[keep], weights), z[keep] - base[keep]
@@ -264,7 +264,7 @@ class Adapted(Described):
         before, after = float(np.sqrt(np.mean(loo**2))), float(np.sqrt(np.mean(cv**2)))
         if after >= before:
             return None, f"residual model not kept (CV log-RMSE {after:.4f} ≥ {before:.4f} without)", loo
-        intercept, weights = _fit_weights(p, z, alpha)
+        intercept, weights = fit_log_weights(p, z, alpha)
         base = intercept + p @ weights
         model = self._make_residual().fit(self._residual_inputs(x, p, weights), z - base)
         return model, f"residual model kept (CV log-RMSE {after:.4f} < {before:.4f} without)", cv

@@ -22,6 +22,7 @@ from scipy.optimize import nnls
 from sklearn.model_selection import GroupKFold
 
 from infercast.predict.errors import PredictorError
+from infercast.predict.intervals import conformal_quantile
 from infercast.predict.metrics import regression_metrics
 
 # a feature this many times beyond the training range is outside what the costs were fitted on
@@ -85,9 +86,7 @@ class PhysicalLatency:
         for train, test in GroupKFold(n_folds).split(matrix, y, groups):
             costs = fit_costs(matrix[train], y[train])
             residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
-        # split-conformal quantile: the ⌈(n+1)·coverage⌉-th smallest |residual|
-        rank = min(int(np.ceil((len(y) + 1) * self.coverage)), len(y))
-        self.interval_q_ = float(np.sort(np.abs(residuals))[rank - 1])
+        self.interval_q_ = conformal_quantile(residuals, self.coverage)
         self.costs_ = fit_costs(matrix, y)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
         self.n_train_ = len(y)

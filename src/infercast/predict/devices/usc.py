@@ -93,15 +93,21 @@ def names() -> list[str]:
     return [c.removeprefix(LATENCY_PREFIX) for c in table().columns if c.startswith(LATENCY_PREFIX)]
 
 
+def physical(name: str) -> PhysicalLatency:
+    """The Σ cost × work predictor of one setting, fitted on the 102 networks."""
+    networks = table()
+    return PhysicalLatency(DEVICE_FEATURES).fit(
+        networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
+    )
+
+
 class UscDevice:
     """One usc-mobile setting: ``PhysicalLatency`` on the device features; for the GPU delegate
     also the op-wise route (``tflite_gpu``), which leads where it exists (its card is better)."""
 
     def __init__(self, name: str) -> None:
         networks = table()
-        self.model = PhysicalLatency(DEVICE_FEATURES).fit(
-            networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
-        )
+        self.model = physical(name)
         self.info = _info(name, len(networks))
         self.opwise = (
             tflite_gpu.opwise(name, networks[LATENCY_PREFIX + name]) if name.endswith("/gpu") else None
