@@ -24,8 +24,6 @@ from sklearn.model_selection import GroupKFold
 
 from infercast.predict.devices import usc
 from infercast.predict.devices.adapt import DeviceAdapted
-from infercast.predict.devices.features import DEVICE_FEATURES
-from infercast.predict.devices.physical import PhysicalLatency
 from results import append, machine, stamp
 
 KS = (5, 10, 20)
@@ -48,9 +46,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     for fold, (train, test) in enumerate(GroupKFold(5).split(networks, groups=families)):
         sources = {
-            n: PhysicalLatency(DEVICE_FEATURES).fit(
-                networks.iloc[train], latency[n][train], groups=families[train]
-            )
+            n: usc.estimator().fit(networks.iloc[train], latency[n][train], groups=families[train])
             for n in names
         }
         logs = {n: np.log(s.predict(networks)["latency_ms"].to_numpy())[:, None] for n, s in sources.items()}
@@ -76,7 +72,7 @@ def main() -> None:
                                 + "/"
                                 + ("gpu" if "gpu" in model.source_ else "cpu")
                             ] += 1
-                    scratch = PhysicalLatency(DEVICE_FEATURES, n_folds=min(5, k)).fit(x_k, y[measured])
+                    scratch = usc.estimator(n_folds=min(5, k)).fit(x_k, y[measured])
                     errors["scratch", k][target] += list(
                         scratch.predict(networks.iloc[test])["latency_ms"].to_numpy() / y[test] - 1
                     )

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import infercast
+from infercast.api import predict_devices
 from infercast.predict.devices import UnknownDeviceError, device_info, get_device, list_devices, nb201, usc
 from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
@@ -138,14 +139,14 @@ def test_nb201_devices_take_cells_and_cache_their_predictor(tmp_path, monkeypatc
     assert (tmp_path / f"devices-{infercast.__version__}" / "nb201-gold_6226" / "meta.json").is_file()
     cached = nb201.load(name)  # a second process would load it instead of training
     model = f"space:nb201?cell={CELL}"
-    first = infercast.api.predict_devices([model], [name])[0]
+    first = predict_devices([model], [name])[0]
     graph = infercast.capture(infercast.load_model(model))
     assert predictor.predict_graphs([graph])["latency_ms"].iloc[0] == pytest.approx(first["latency_ms"])
     assert cached.predict_graphs([graph])["latency_ms"].iloc[0] == pytest.approx(first["latency_ms"])
     measured = nb201.table()[name.removeprefix("nb201/")]
     assert measured.min() / 2 < first["latency_ms"] < measured.max() * 2
     with pytest.raises(PredictorError, match="NAS-Bench-201 cells"):
-        infercast.api.predict_devices(["space:carb-resnet?depth=10&input_size=32"], [name])
+        predict_devices(["space:carb-resnet?depth=10&input_size=32"], [name])
 
 
 def test_cli_devices_list_show_and_the_one_line_error() -> None:

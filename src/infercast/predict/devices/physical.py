@@ -41,10 +41,18 @@ def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 class PhysicalLatency:
     """Latency (ms) of a network from its work, at non-negative per-unit costs.
 
-    ``features``: the columns of ``x`` the costs are fitted on; ``n_folds``: grouped folds for the
-    interval's out-of-fold residuals; ``coverage``: the interval's nominal coverage."""
+    ``features``: the columns of ``x`` the costs are fitted on; ``candidates``: further columns of
+    which grouped cross-validation keeps at most one (``chosen_``); ``n_folds``: grouped folds for
+    that choice and for the interval's out-of-fold residuals; ``coverage``: the interval's nominal
+    coverage."""
 
-    def __init__(self, features: tuple[str, ...], n_folds: int = 5, coverage: float = 0.9) -> None:
+    def __init__(
+        self,
+        features: tuple[str, ...],
+        candidates: tuple[str, ...] = (),
+        n_folds: int = 5,
+        coverage: float = 0.9,
+    ) -> None:
         if not features:
             raise PredictorError("features=() names no column to fit costs on")
         if n_folds < 2:
@@ -52,19 +60,23 @@ class PhysicalLatency:
         if not 0 < coverage < 1:
             raise PredictorError(f"coverage={coverage!r} must lie between 0 and 1")
         self.features = tuple(features)
+        self.candidates = tuple(candidates)
         self.n_folds = n_folds
         self.coverage = coverage
+        self.chosen_: str | None = None
+        self.columns_: tuple[str, ...] = self.features
         self.costs_: np.ndarray | None = None
         self.interval_q_ = float("nan")
         self.low_: np.ndarray | None = None
         self.high_: np.ndarray | None = None
         self.n_train_ = 0
 
-    def _matrix(self, x: pd.DataFrame) -> np.ndarray:
-        missing = [c for c in self.features if c not in x.columns]
+    def _matrix(self, x: pd.DataFrame, columns: tuple[str, ...] | None = None) -> np.ndarray:
+        columns = self.columns_ if columns is None else columns
+        missing = [c for c in columns if c not in x.columns]
         if missing:
             raise PredictorError(f"feature columns {missing} are missing")
-        matrix = x[list(self.features)].to_numpy(dtype=np.float64)
+        matrix = x[list(columns)].to_numpy(dtype=np.float64)
         if not np.isfinite(matrix).all():
             raise PredictorError("features hold NaN or infinite values")
         return matrix
@@ -72,20 +84,32 @@ class PhysicalLatency:
     def fit(self, x: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None = None) -> PhysicalLatency:
         """Fit the costs on networks ``x`` with latencies ``y`` (ms); ``groups`` (e.g. families)
         keep related networks in one fold when calibrating the interval."""
-        matrix = self._matrix(x)
         y = np.asarray(y, dtype=np.float64)
-        if len(y) != len(matrix):
-            raise PredictorError(f"{len(matrix)} rows of features but {len(y)} latencies")
+        if len(y) != len(x):
+            raise PredictorError(f"{len(x)} rows of features but {len(y)} latencies")
         if not (np.isfinite(y).all() and (y > 0).all()):
             raise PredictorError("latencies must be positive and finite")
         groups = np.arange(len(y)) if groups is None else np.asarray(groups)
         n_folds = min(self.n_folds, len(np.unique(groups)))
         if n_folds < 2:
             raise PredictorError(f"need networks of at least 2 groups to calibrate intervals, got {n_folds}")
-        residuals = np.empty(len(y))
-        for train, test in GroupKFold(n_folds).split(matrix, y, groups):
-            costs = fit_costs(matrix[train], y[train])
-            residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
+        folds = list(GroupKFold(n_folds).split(x, y, groups))
+        best: tuple[float, str | None, np.ndarray] | None = None
+        for extra in (None, *self.candidates):
+            matrix = self._matrix(x, self.features + ((extra,) if extra else ()))
+            residuals = np.empty(len(y))
+            for train, test in folds:
+                costs = fit_costs(matrix[train], y[train])
+                residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
+            error = float(np.mean(np.abs(residuals)))
+            if best is None or error < best[0]:
+                best = (error, extra, residuals)
+        assert best is not None
+        _, self.chosen_, residuals = best
+        self.columns_ = self.features + ((self.chosen_,) if self.chosen_ else ())
+        matrix = self._matrix(x)
+        # the out-of-fold residuals of the column chosen on them: a little optimistic when
+        # candidates compete, the price of not nesting a second cross-validation
         self.interval_q_ = conformal_quantile(residuals, self.coverage)
         self.costs_ = fit_costs(matrix, y)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
@@ -108,7 +132,7 @@ class PhysicalLatency:
         for row in matrix:
             outside = [
                 f"{name} {value:.3g} (training {low:.3g}–{high:.3g})"
-                for name, value, low, high in zip(self.features, row, self.low_, self.high_, strict=True)
+                for name, value, low, high in zip(self.columns_, row, self.low_, self.high_, strict=True)
                 if value > high * _RANGE_SLACK or value < low / _RANGE_SLACK
             ]
             reasons.append("; ".join(outside))
@@ -136,4 +160,4 @@ class PhysicalLatency:
 
     def costs(self) -> dict[str, float]:
         """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
-        return dict(zip(self.features, self._fitted().tolist(), strict=True))
+        return dict(zip(self.columns_, self._fitted().tolist(), strict=True))

@@ -19,7 +19,12 @@ import pandas as pd
 from infercast.graph import Graph
 from infercast.predict.devices import tflite_gpu
 from infercast.predict.devices.common import DeviceInfo, cards, data_file
-from infercast.predict.devices.features import DEVICE_FEATURES, device_features
+from infercast.predict.devices.features import (
+    BASE_FEATURES,
+    DEVICE_FEATURES,
+    SMALL_KERNEL_FEATURES,
+    device_features,
+)
 from infercast.predict.devices.physical import PhysicalLatency
 
 TABLE = "usc_networks.parquet"
@@ -93,10 +98,15 @@ def names() -> list[str]:
     return [c.removeprefix(LATENCY_PREFIX) for c in table().columns if c.startswith(LATENCY_PREFIX)]
 
 
+def estimator(n_folds: int = 5) -> PhysicalLatency:
+    """The Σ cost × work estimator every setting's predictor is (unfitted)."""
+    return PhysicalLatency(BASE_FEATURES, candidates=SMALL_KERNEL_FEATURES, n_folds=n_folds)
+
+
 def physical(name: str) -> PhysicalLatency:
     """The Σ cost × work predictor of one setting, fitted on the 102 networks."""
     networks = table()
-    return PhysicalLatency(DEVICE_FEATURES).fit(
+    return estimator().fit(
         networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
     )
 
