@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
+from infercast.api.device_tables import nb201_features
+from infercast.predict.data import feature_frame
 from infercast.predict.devices import nb201, tflite_gpu, usc
 from infercast.predict.devices.common import data_file
 from infercast.predict.metrics import regression_metrics
@@ -139,11 +141,13 @@ def nb201_cards(csv: Path) -> dict[str, dict[str, Any]]:
             device = nb201.load(name)
             batch = device.info.batch
             if batch not in features:
-                features[batch] = nb201.cell_features(held_out["arch"].tolist(), batch)
+                features[batch] = feature_frame(
+                    nb201_features(held_out["arch"].tolist(), batch), nb201.SETTINGS
+                )
             x = features[batch]
             y = held_out[name.removeprefix(nb201.PREFIX)].to_numpy(dtype=np.float64)
             predicted = device.blend.predict(x, ood="none")
-            train_x = nb201.cell_features(nb201.table()["arch"].tolist(), batch)
+            train_x = nb201_features(nb201.table()["arch"].tolist(), batch)
             train_y = nb201.table()[name.removeprefix(nb201.PREFIX)].to_numpy(dtype=np.float64)
             both = np.concatenate([train_y, y])
             flops = np.concatenate([train_x["flops"], x["flops"]])

@@ -94,7 +94,7 @@ def test_physical_latency_names_bad_values() -> None:
 @requires_pytorchcv
 def test_shipped_features_are_what_this_infercast_computes() -> None:
     """A shipped row recomputed from the network: the feature code and the table agree."""
-    from infercast.predict.devices.build import usc_row
+    from infercast.api.device_tables import usc_row
 
     row = usc_row("squeezenet_v1_1")
     shipped = usc.table().loc["squeezenet_v1_1"]

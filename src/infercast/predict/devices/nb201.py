@@ -3,11 +3,11 @@ phones, a Raspberry Pi 4, an ASIC and an FPGA), for ``space:nb201`` models.
 
 Data: HELP (Lee et al., NeurIPS 2021, HayeonLee/HELP, MIT licence), whose pixel3, raspi4, eyeriss
 and fpga columns come from HW-NAS-Bench (Li et al., ICLR 2021). What ships
-(``data/nb201_cells.parquet``, built by ``python -m infercast.predict.devices.build``) is a
-random 1,000 of the 15,625 cells with each device's latency (ms). A device's predictor is the
-cascade blend (latency only) on infercast's features of the ``nb201`` space, trained on first
-use (about 2 s) and kept in the user cache (``INFERCAST_CACHE``, else ``$XDG_CACHE_HOME/infercast``
-or ``~/.cache/infercast``), as a normal predictor directory.
+(``data/nb201_cells.parquet`` and ``nb201_features.parquet``, built by
+``python -m infercast.api.device_tables``) is a random 1,000 of the 15,625 cells with each
+device's latency (ms) and their ``nb201`` space features. A device's predictor is the cascade
+blend (latency only) on those features, trained on first use (about 3 s) and kept in the user
+cache (``common.cache_root``) as a normal predictor directory.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from infercast.predict.devices.common import DeviceInfo, cards, data_file, train
 from infercast.predict.errors import PredictorError
 
 TABLE = "nb201_cells.parquet"
+FEATURES = "nb201_features.parquet"
 PREFIX = "nb201/"
 SOURCE = "NAS-Bench-201 latency of HELP (HayeonLee/HELP, MIT) and HW-NAS-Bench"
 SETTINGS = {"threads": 1}
@@ -39,8 +40,14 @@ def table() -> pd.DataFrame:
     return pd.read_parquet(data_file(TABLE))
 
 
-def names() -> list[str]:
-    return [PREFIX + c for c in table().columns if c != "arch"]
+@cache
+def feature_table() -> pd.DataFrame:
+    return pd.read_parquet(data_file(FEATURES))
+
+
+def names(cells: pd.DataFrame | None = None) -> list[str]:
+    """The device names of the shipped table (or of ``cells``, a table like it)."""
+    return [PREFIX + c for c in (table() if cells is None else cells).columns if c != "arch"]
 
 
 def batch_of(column: str) -> int:
@@ -93,7 +100,9 @@ class Nb201Device:
 
     def _train(self) -> CascadeBlend:
         cells = table()
-        x = cell_features(cells["arch"].tolist(), self.info.batch)
+        rows = feature_table()
+        rows = rows[rows["batch"] == self.info.batch].set_index("arch").loc[cells["arch"]]
+        x = feature_frame(rows.reset_index(drop=True), SETTINGS)
         y = pd.DataFrame(
             {"latency_ms": cells[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}
         )
@@ -110,13 +119,6 @@ class Nb201Device:
         out = predicted[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].copy()
         out["route"] = ROUTE
         return out
-
-
-def cell_features(cells: list[str], batch: int) -> pd.DataFrame:
-    from infercast import space
-
-    configs = pd.DataFrame({"cell": np.asarray(cells, dtype=object), "batch": batch})
-    return feature_frame(space.get("nb201").features(configs), SETTINGS)
 
 
 def load(name: str) -> Nb201Device:

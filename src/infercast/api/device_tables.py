@@ -1,13 +1,15 @@
 """Build the device tables shipped in ``infercast/predict/devices/data`` from the public data.
 
-    python -m infercast.predict.devices.build --usc ../shared/data/usc-mobile \\
+    python -m infercast.api.device_tables --usc ../shared/data/usc-mobile \\
         --nb201 ../shared/data/nb201-latency/nb201_latency.csv
 
 usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False``, 224×224; about
 30 s), computes its device features and keeps its family and the mean latency of each of the 90
 settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``). NB201: a random
-1,000 cells (seed 0) with their 27 latencies. No raw file is copied; the tables are derived and
-carry the sources' attribution (``data/ATTRIBUTION.md``).
+1,000 cells (seed 0) with their 27 latencies, and their ``nb201`` space features at the three
+batch sizes the devices ran (1, 32, 256). No raw file is copied; the tables are derived and carry
+the sources' attribution (``data/ATTRIBUTION.md``). A workflow over ``models``, ``space`` and
+``predict``: the predict stage itself only reads the tables.
 """
 
 from __future__ import annotations
@@ -60,6 +62,24 @@ def nb201_table(csv: Path, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def nb201_features(cells: list[str], batch: int) -> pd.DataFrame:
+    """The ``nb201`` space's feature vectors of ``cells`` at ``batch`` (``FEATURE_NAMES``)."""
+    from infercast import space
+    from infercast.features import FEATURE_NAMES
+
+    configs = pd.DataFrame({"cell": np.asarray(cells, dtype=object), "batch": batch})
+    return space.get("nb201").features(configs)[list(FEATURE_NAMES)]
+
+
+def nb201_feature_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Features of the shipped cells at every batch size a device ran (``arch`` beside them)."""
+    batches = sorted({nb201.batch_of(name.removeprefix(nb201.PREFIX)) for name in nb201.names(cells)})
+    frames = [
+        nb201_features(cells["arch"].tolist(), b).assign(arch=cells["arch"].to_numpy()) for b in batches
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--usc", type=Path, help="the usc-mobile folder")
@@ -69,7 +89,9 @@ def main() -> None:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
         tflite_gpu.op_rows(args.usc).to_parquet(data_file(tflite_gpu.TABLE), index=False)
     if args.nb201:
-        nb201_table(args.nb201).to_parquet(data_file(nb201.TABLE), index=False)
+        cells = nb201_table(args.nb201)
+        cells.to_parquet(data_file(nb201.TABLE), index=False)
+        nb201_feature_table(cells).to_parquet(data_file(nb201.FEATURES), index=False)
 
 
 if __name__ == "__main__":
