@@ -149,7 +149,8 @@ class UscDevice:
         for i, graph in enumerate(graphs):
             side = tuple(graph.input_shape[2:])
             if side != (INPUT_SIDE, INPUT_SIDE):
-                note = f"trained on {INPUT_SIDE}×{INPUT_SIDE} inputs, this one is {'×'.join(map(str, side))}"
+                shape = "×".join(map(str, graph.input_shape))
+                note = f"trained on 1×3×{INPUT_SIDE}×{INPUT_SIDE} inputs, this one is {shape}"
                 reason = out.at[i, "ood_reason"]
                 out.at[i, "ood_reason"] = f"{reason}; {note}" if reason else note
                 out.at[i, "ood"] = True
