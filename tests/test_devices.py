@@ -265,3 +265,19 @@ def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path
     assert predicted.returncode == 0, predicted.stderr
     row = json.loads(predicted.stdout)[0]
     assert row["latency_ms"] > 0 and row["energy_j"] is None and "latency only" in row["energy_j_reason"]
+
+
+def test_screen_a_design_space_for_a_shipped_device() -> None:
+    measured = nb201.table()["gold_6226"]
+    budget = float(measured.median())
+    result = run_cli(
+        "screen", "--device", "nb201/gold_6226", "--space", "nb201", "--n", "20000",
+        "--max-latency-ms", f"{budget:.3f}", "--shortlist", "5", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    screened = json.loads(result.stdout)
+    assert screened["candidates"] == 20000 and 0 < len(screened["shortlist"]) <= 5
+    assert all("batch=1&" in row["model"] for row in screened["shortlist"])  # the device's batch size
+    assert all(row["latency_ms"] <= budget for row in screened["shortlist"])
+    refused = run_cli("screen", "--device", "pixel4/gpu", "--space", "mobile-nas", "--max-latency-ms", "10")
+    assert refused.returncode == 2 and "only nb201/* devices screen" in refused.stderr

@@ -14,8 +14,30 @@ from infercast.errors import install_hint
 from infercast.paths import check_output_file
 
 
+def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, list[Any]]]:
+    """A shipped device's predictor for stage 1 and stage 2, and the parameters its measurements
+    fix (the batch size). Only predictors that learn from a design space's own features screen
+    it: the NB201 devices, for the ``nb201`` space."""
+    from infercast.predict.devices import get_device
+    from infercast.space import get as get_space
+
+    chosen = get_device(device)
+    blend = getattr(chosen, "blend", None)
+    if blend is None:
+        raise ValueError(
+            f"--device {device}: its predictor learns from TFLite-fused network features that "
+            "design-space candidates do not have yet; only nb201/* devices screen (--space nb201). "
+            f"Screen with a predictor of your own, then `infercast predict --device {device}` the shortlist"
+        )
+    if space is None or get_space(space).string_name != "nb201":
+        raise ValueError(
+            f"--device {device} predicts NAS-Bench-201 cells: screen --space nb201 (or a restriction)"
+        )
+    return blend, {"batch": [chosen.info.batch]}
+
+
 def screen(
-    predictor: str | Path,
+    predictor: str | Path | None,
     budgets: Any,
     objectives: Sequence[str] | str = ("latency", "memory"),
     space: str | None = None,
@@ -38,6 +60,7 @@ def screen(
     timeout_s: float | None = 180.0,
     progress: Callable[[str, int, int], None] | None = None,
     status: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Screen candidates against ``budgets`` with the predictor directory ``predictor``.
 
@@ -48,6 +71,8 @@ def screen(
     (and ``probe_rejected`` near rejects) into ``db``; ``refit`` then retrains the predictor into
     ``<predictor>-refit``; ``out`` writes the shortlist; ``ray_address`` runs stage 1 on a cluster.
     ``progress(stage, done, total)`` follows the stages, ``status(message)`` the slow steps.
+    ``device`` instead of ``predictor``: a shipped device (``infercast devices list``; NB201 ones
+    screen the ``nb201`` space at the device's batch size).
     Returns the result as plain data (``ScreenResult.to_dict``)."""
     from infercast import screen as screening
     from infercast.predict import CascadeBlend
@@ -67,7 +92,18 @@ def screen(
         raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
     chosen = [o.strip() for o in objectives.split(",")] if isinstance(objectives, str) else list(objectives)
     chosen = [o for o in chosen if o]
-    model_a = CascadeBlend.load(predictor)
+    if (predictor is None) == (device is None):
+        raise ValueError("give --predictor DIR or --device NAME (a shipped device)")
+    fixed: dict[str, list[Any]] = {}
+    if device is not None:
+        if validate or ray_address is not None or models or configs is not None:
+            raise ValueError(
+                f"--device {device}: screens a sample of --space here; --validate would measure on "
+                "this machine, not on the device"
+            )
+        model_a, fixed = _device_predictor(device, space)
+    else:
+        model_a = CascadeBlend.load(predictor)
     model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
     options = {
         "shortlist": shortlist,
@@ -95,7 +131,7 @@ def screen(
         elif configs is not None:
             candidates = screening.from_configs(configs, space or "")
         else:
-            candidates = screening.from_space(space or "", n, seed)
+            candidates = screening.from_space(space or "", n, seed, fixed)
         result = screening.screen(model_a, candidates, chosen_budgets, chosen, **options)
     if validate and not result.shortlist.empty:
         tell("measuring the shortlist")

@@ -39,8 +39,11 @@ def _count(text: str) -> int:
 
 @app.command()
 def screen(
-    predictor: Path = typer.Option(
-        ..., "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
+    predictor: Path | None = typer.Option(
+        None, "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
+    ),
+    device: str | None = typer.Option(
+        None, "--device", help="a shipped device instead of --predictor (nb201/* with --space nb201)"
     ),
     space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
     n_text: str = typer.Option(
@@ -57,8 +60,10 @@ def screen(
     max_latency_ms: float | None = typer.Option(None, "--max-latency-ms"),
     max_memory_mb: float | None = typer.Option(None, "--max-memory-mb"),
     max_energy_j: float | None = typer.Option(None, "--max-energy-j"),
-    objectives: str = typer.Option(
-        "latency,memory", "--objectives", help="among latency,memory,energy,flops,params"
+    objectives: str | None = typer.Option(
+        None,
+        "--objectives",
+        help="among latency,memory,energy,flops,params (default latency,memory; with --device latency,flops)",
     ),
     weights: str | None = typer.Option(None, "--weights", help="rank by weights, e.g. latency=1,memory=0.5"),
     shortlist: int = typer.Option(10, "--shortlist", help="size of the shortlist"),
@@ -98,7 +103,7 @@ def screen(
             return run_screen(
                 predictor,
                 {"latency": max_latency_ms, "memory": max_memory_mb, "energy": max_energy_j},
-                objectives,
+                objectives or ("latency,flops" if device else "latency,memory"),
                 space=space,
                 n=_count(n_text),
                 seed=seed,
@@ -119,6 +124,7 @@ def screen(
                 timeout_s=timeout_s,
                 progress=progress,
                 status=None if as_json else lambda message: bar.console.print(f"{message}…"),
+                device=device,
             )
 
     data = run_guarded(body)

@@ -68,12 +68,15 @@ class Candidates:
             yield start, configs, features
 
 
-def from_space(name: str, n: int, seed: int = 0) -> Candidates:
-    """``n`` configs sampled from a space; above one chunk they are drawn as stage 1 reads them."""
+def from_space(name: str, n: int, seed: int = 0, fixed: dict[str, list[Any]] | None = None) -> Candidates:
+    """``n`` configs sampled from a space; above one chunk they are drawn as stage 1 reads them.
+    ``fixed`` limits parameters to the values given (a device measured at one batch size)."""
     from infercast.resources import check_fits
-    from infercast.space import get
+    from infercast.space import get, restrict
 
     chosen = get(name)
+    for param, values in (fixed or {}).items():
+        chosen = restrict(chosen, param, values)
     if n < 1:
         raise ScreenError(f"--n={n} must be at least 1")
     source = f"{chosen.name} (n={n:,}, seed={seed})"
