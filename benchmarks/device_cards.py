@@ -134,6 +134,7 @@ def nb201_cards(csv: Path) -> dict[str, dict[str, Any]]:
     shipped = set(nb201.table()["arch"])
     held_out = raw[~raw["arch"].isin(shipped)].reset_index(drop=True)
     cards = {}
+    before = os.environ.get("INFERCAST_CACHE")
     with tempfile.TemporaryDirectory() as cache:
         os.environ["INFERCAST_CACHE"] = cache  # train each predictor afresh, as on a new install
         features: dict[int, pd.DataFrame] = {}
@@ -147,7 +148,7 @@ def nb201_cards(csv: Path) -> dict[str, dict[str, Any]]:
             x = features[batch]
             y = held_out[name.removeprefix(nb201.PREFIX)].to_numpy(dtype=np.float64)
             predicted = device.blend.predict(x, ood="none")
-            train_x = nb201_features(nb201.table()["arch"].tolist(), batch)
+            train_x = nb201.training_features(batch)
             train_y = nb201.table()[name.removeprefix(nb201.PREFIX)].to_numpy(dtype=np.float64)
             both = np.concatenate([train_y, y])
             flops = np.concatenate([train_x["flops"], x["flops"]])
@@ -166,6 +167,10 @@ def nb201_cards(csv: Path) -> dict[str, dict[str, Any]]:
                 "baselines": {b: card(y, p[len(train_y) :]) for b, p in base.items()},
             }
             print(f"{name}: ±10 % {cards[name]['within_10pct']:.1%}", flush=True)
+    if before is None:
+        del os.environ["INFERCAST_CACHE"]
+    else:
+        os.environ["INFERCAST_CACHE"] = before
     return cards
 
 

@@ -41,6 +41,12 @@ def _numbers(table: pd.DataFrame, column: str, path: Path, positive: bool) -> pd
     return values
 
 
+def _given(record: dict[str, Any], column: str) -> float | None:
+    """An optional column's value in one row: None where the column or the value is missing."""
+    value = record.get(column)
+    return None if value is None or pd.isna(value) else float(value)
+
+
 def read_measurements(path: str | Path) -> pd.DataFrame:
     """The table, checked: ``model`` and ``latency_ms`` present, numbers where numbers belong."""
     path = Path(path)
@@ -93,11 +99,10 @@ def import_measurements(
             platform_id = store.add_platform(platform)
             entry = platforms.setdefault(platform_id, {"id": platform_id, "settings": settings, "rows": 0})
             latency = float(record["latency_ms"])
-            spread = float(record.get("std_ms") or 0.0) if pd.notna(record.get("std_ms")) else 0.0
-            n = int(record["n"]) if pd.notna(record.get("n")) else 1
+            spread = _given(record, "std_ms") or 0.0
+            n = int(_given(record, "n") or 1)
             half_width = 1.96 * spread / np.sqrt(n) if n > 1 else 0.0
-            memory = record.get("peak_memory_mb")
-            energy = record.get("energy_j")
+            memory, energy = _given(record, "peak_memory_mb"), _given(record, "energy_j")
             measurement = Measurement(
                 config_id=config["id"],
                 n=n,
@@ -112,10 +117,10 @@ def import_measurements(
                 cv=spread / latency,
                 cap_hit=False,
                 samples=[latency],
-                peak_memory_bytes=int(memory * 2**20) if memory is not None and pd.notna(memory) else None,
-                peak_memory_definition="imported" if memory is not None and pd.notna(memory) else None,
-                energy_j=float(energy) if energy is not None and pd.notna(energy) else None,
-                energy_reason=None if energy is not None and pd.notna(energy) else f"not in {path.name}",
+                peak_memory_bytes=None if memory is None else int(memory * 2**20),
+                peak_memory_definition=None if memory is None else "imported",
+                energy_j=energy,
+                energy_reason=f"not in {path.name}" if energy is None else None,
             )
             if store.add_measurement(platform_id, campaign, measurement) is None:
                 already += 1

@@ -69,10 +69,10 @@ def _predict_device_adapted(
     timeout_s: float | None,
 ) -> list[dict[str, Any]]:
     from infercast.models.guarded import capture_model
-    from infercast.predict.devices.features import DEVICE_FEATURES, device_features
+    from infercast.predict.devices.features import device_feature_frame
 
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
-    x = pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))
+    x = device_feature_frame(graphs)
     predicted = adapted.predict(x)
     reason = f"{folder} adapts a shipped device's latency predictor ({adapted.source_}): latency only"
     results = []

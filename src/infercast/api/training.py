@@ -289,11 +289,10 @@ def adapt_device(
     (``db import`` or a campaign) choose the nearest shipped device and recalibrate it
     (``DeviceAdapted``); scored on the platform's other measurements next to that device
     unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
-    import pandas as pd
 
     from infercast.models.guarded import capture_model
     from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
-    from infercast.predict.devices.features import DEVICE_FEATURES, device_features
+    from infercast.predict.devices.features import device_feature_frame
     from infercast.predict.metrics import regression_metrics
 
     _check_selection(selection, k)
@@ -309,7 +308,7 @@ def adapt_device(
         tuple(int(d) for d in (data.x.loc[i, ["batch", "in_channels", "in_h", "in_w"]])) for i in data.x.index
     ]
     graphs = [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
-    x = pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))
+    x = device_feature_frame(graphs)
     y = data.y["latency_ms"].to_numpy(dtype=np.float64)
     sources = shipped_sources()
     logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}

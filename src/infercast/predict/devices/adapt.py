@@ -49,7 +49,6 @@ class DeviceAdapted:
         self.interval_q_ = float("nan")
         self.loo_error_: dict[str, float] = {}
         self.n_train_ = 0
-        self.metadata: dict[str, Any] = {}
 
     def _log(self, name: str, x: pd.DataFrame) -> np.ndarray:
         return np.log(self.sources[name].predict(x)["latency_ms"].to_numpy())[:, None]
@@ -139,7 +138,6 @@ class DeviceAdapted:
         model.intercept_, model.weight_ = saved["intercept"], saved["weight"]
         model.alpha_, model.interval_q_ = saved["alpha"], saved["interval_q"]
         model.n_train_ = saved["n_train"]
-        model.metadata = saved.get("metadata", {})
         return model
 
 

@@ -51,12 +51,9 @@ _POOLS = ("pool_max", "pool_avg")
 
 
 def device_features(graph: Graph) -> dict[str, float]:
-    """The device features of one captured graph, keyed by ``DEVICE_FEATURES`` in that order."""
-    return device_frame(kernel_table(graph, TFLITE, model=graph.name), graph).iloc[0].to_dict()
-
-
-def device_frame(table: pd.DataFrame, graph: Graph) -> pd.DataFrame:
-    """One row of ``DEVICE_FEATURES`` from a graph's kernel table (``fusion.kernel_table``)."""
+    """The device features of one captured graph, keyed by ``DEVICE_FEATURES`` in that order,
+    counted on its kernels as TFLite runs them (``fusion.kernel_table`` with ``fusion.TFLITE``)."""
+    table = kernel_table(graph, TFLITE, model=graph.name)
     op = table["op_type"].to_numpy()
     flops = table["flops"].to_numpy(dtype=np.float64)
     out_elements = (table["h_out"].fillna(1) * table["w_out"].fillna(1) * table["c_out"].fillna(1)).to_numpy(
@@ -85,4 +82,9 @@ def device_frame(table: pd.DataFrame, graph: Graph) -> pd.DataFrame:
     convs = np.isin(op, ("conv", "dwconv", "gconv"))
     for column, mflops in zip(SMALL_KERNEL_FEATURES, SMALL_KERNEL_MFLOPS, strict=True):
         values[column] = flops[convs & (flops < mflops * 1e6)].sum() / 1e9
-    return pd.DataFrame([values], columns=list(DEVICE_FEATURES))
+    return {name: float(values[name]) for name in DEVICE_FEATURES}
+
+
+def device_feature_frame(graphs: list[Graph]) -> pd.DataFrame:
+    """``device_features`` of several graphs, one row each (the predictors' input)."""
+    return pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))

@@ -45,6 +45,13 @@ def feature_table() -> pd.DataFrame:
     return pd.read_parquet(data_file(FEATURES))
 
 
+def training_features(batch: int) -> pd.DataFrame:
+    """The predictors' input rows of the shipped cells at ``batch``, in ``table()``'s order."""
+    rows = feature_table()
+    rows = rows[rows["batch"] == batch].set_index("arch").loc[table()["arch"]]
+    return feature_frame(rows.reset_index(drop=True), SETTINGS)
+
+
 def names(cells: pd.DataFrame | None = None) -> list[str]:
     """The device names of the shipped table (or of ``cells``, a table like it)."""
     return [PREFIX + c for c in (table() if cells is None else cells).columns if c != "arch"]
@@ -99,12 +106,9 @@ class Nb201Device:
         )
 
     def _train(self) -> CascadeBlend:
-        cells = table()
-        rows = feature_table()
-        rows = rows[rows["batch"] == self.info.batch].set_index("arch").loc[cells["arch"]]
-        x = feature_frame(rows.reset_index(drop=True), SETTINGS)
+        x = training_features(self.info.batch)
         y = pd.DataFrame(
-            {"latency_ms": cells[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}
+            {"latency_ms": table()[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}
         )
         return CascadeBlend(order=("latency",), n_estimators=200, forest_estimators=100, seed=0).fit(x, y)
 

@@ -128,14 +128,14 @@ class PhysicalLatency:
         matrix = self._matrix(x)
         latency = np.clip(matrix @ costs, 1e-9, None)
         assert self.low_ is not None and self.high_ is not None
-        reasons = []
-        for row in matrix:
-            outside = [
-                f"{name} {value:.3g} (training {low:.3g}–{high:.3g})"
-                for name, value, low, high in zip(self.columns_, row, self.low_, self.high_, strict=True)
-                if value > high * _RANGE_SLACK or value < low / _RANGE_SLACK
-            ]
-            reasons.append("; ".join(outside))
+        outside = (matrix > self.high_ * _RANGE_SLACK) | (matrix < self.low_ / _RANGE_SLACK)
+        reasons = [
+            "; ".join(
+                f"{self.columns_[j]} {row[j]:.3g} (training {self.low_[j]:.3g}–{self.high_[j]:.3g})"
+                for j in np.flatnonzero(flags)
+            )
+            for row, flags in zip(matrix, outside, strict=True)
+        ]
         return pd.DataFrame(
             {
                 "latency_ms": latency,

@@ -19,12 +19,7 @@ import pandas as pd
 from infercast.graph import Graph
 from infercast.predict.devices import tflite_gpu
 from infercast.predict.devices.common import DeviceInfo, cards, data_file
-from infercast.predict.devices.features import (
-    BASE_FEATURES,
-    DEVICE_FEATURES,
-    SMALL_KERNEL_FEATURES,
-    device_features,
-)
+from infercast.predict.devices.features import BASE_FEATURES, SMALL_KERNEL_FEATURES, device_feature_frame
 from infercast.predict.devices.physical import PhysicalLatency
 
 TABLE = "usc_networks.parquet"
@@ -124,7 +119,7 @@ class UscDevice:
         )
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
-        x = pd.DataFrame([device_features(g) for g in graphs], columns=list(DEVICE_FEATURES))
+        x = device_feature_frame(graphs)
         out = self.model.predict(x)
         out["route"] = MODEL_LEVEL
         if self.opwise is not None:
