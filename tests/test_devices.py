@@ -279,5 +279,63 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert screened["candidates"] == 20000 and 0 < len(screened["shortlist"]) <= 5
     assert all("batch=1&" in row["model"] for row in screened["shortlist"])  # the device's batch size
     assert all(row["latency_ms"] <= budget for row in screened["shortlist"])
-    refused = run_cli("screen", "--device", "pixel4/gpu", "--space", "mobile-nas", "--max-latency-ms", "10")
-    assert refused.returncode == 2 and "only nb201/* devices screen" in refused.stderr
+    assert screened["device"]["route"] == nb201.ROUTE
+    refused = run_cli("screen", "--device", "pixel4/gpu", "--space", "nb201", "--max-latency-ms", "10")
+    assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
+
+
+# every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,
+# residual and not; Basic and Bottleneck blocks with and without a projection shortcut and stem pool
+SPACE_CONFIGS = [
+    "space:mobile-nas?width=0.35&resolution=96&e1=1&act1=hswish&se1=1&r1=2&e2=3&se2=0&act2=relu&r2=1"
+    "&k3=7&e3=6&act3=hswish&se3=1&r3=2&e4=4&act4=relu&se4=1&r5=1&e6=1&se6=0",
+    "space:carb-resnet?block=basic&depth=12&width=0.25&early_downsample=1&input_size=64",
+    "space:carb-resnet?block=bottleneck&depth=14&width=0.2&early_downsample=0&input_size=32",
+]
+
+
+@pytest.mark.parametrize("model", SPACE_CONFIGS)
+def test_closed_form_device_features_equal_the_captured_graph(model: str) -> None:
+    from infercast.graph import capture
+    from infercast.predict.devices.features import device_features
+    from infercast.predict.devices.space_features import FEATURIZERS
+    from infercast.space import parse_model_string
+
+    space, config = parse_model_string(model)
+    graph = capture(space.build(config), space.input_shape(config))
+    closed = FEATURIZERS[space.name](pd.DataFrame([config])).iloc[0]
+    expected = {**device_features(graph), "flops": graph.flops, "params": graph.params}
+    for name, value in expected.items():
+        assert closed[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+    assert closed["input_side"] == config.get("resolution", config.get("input_size"))
+
+
+def test_screen_a_design_space_for_a_phone() -> None:
+    from infercast.api import screen
+    from infercast.screen import ScreenError
+
+    result = screen(
+        None, {"latency": 4.0}, "latency,flops", space="mobile-nas", n=4000, seed=3, device="pixel4/1large"
+    )
+    assert result["device"]["route"] == usc.MODEL_LEVEL and result["device"]["note"] == ""
+    assert 0 < len(result["shortlist"]) <= 10
+    assert result["stage1"]["removed_by"]["latency"] > 0
+    for row in result["shortlist"]:
+        assert row["batch"] == 1 and row["latency_ms"] <= 4.0
+        assert row["latency_ms_low"] < row["latency_ms"] < row["latency_ms_high"]
+        assert row["ood"] == (row["resolution"] != 224 or bool(row["ood_reason"]))
+    # a shortlisted candidate predicts as `infercast predict --device` predicts its captured graph
+    first = result["shortlist"][0]
+    assert infercast.predict(first["model"], device="pixel4/1large")["latency_ms"] == pytest.approx(
+        first["latency_ms"], rel=1e-9
+    )
+    gpu = run_cli(
+        "screen", "--device", "pixel4/gpu", "--space", "carb-resnet", "--n", "3000", "--max-latency-ms", "5",
+        "--objectives", "latency,params", "--json",
+    )  # fmt: skip
+    assert gpu.returncode == 0, gpu.stderr
+    screened = json.loads(gpu.stdout)
+    assert screened["device"]["note"].startswith("the card's op-wise route needs each network's kernels")
+    assert all(r["precision"] == "fp32" and r["batch"] == 1 for r in screened["shortlist"])
+    with pytest.raises(ScreenError, match="predicts latency only"):
+        screen(None, {"memory": 10}, "latency", space="mobile-nas", n=100, device="pixel4/gpu")

@@ -54,11 +54,13 @@ def _dominated(values: np.ndarray, row: np.ndarray) -> bool:
     return bool(np.any(np.all(values <= row, axis=1) & np.any(values < row, axis=1)))
 
 
-def test_first_front_equals_brute_force() -> None:
+@pytest.mark.parametrize("objectives", [2, 3])
+def test_first_front_equals_brute_force(objectives: int) -> None:
     rng = np.random.default_rng(0)
-    values = np.round(rng.random((400, 3)) * 20)  # ties and duplicates included
+    values = np.round(rng.random((400, objectives)) * 20)  # ties and duplicates included
     expected = {i for i in range(len(values)) if not _dominated(values, values[i])}
     assert set(first_front(values).tolist()) == expected
+    assert set(first_front(values, block=16).tolist()) == expected  # blocks of rows settled at once
 
 
 def test_crowding_and_weighted_shortlist() -> None:

@@ -14,26 +14,35 @@ from infercast.errors import install_hint
 from infercast.paths import check_output_file
 
 
-def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, list[Any]]]:
-    """A shipped device's predictor for stage 1 and stage 2, and the parameters its measurements
-    fix (the batch size). Only predictors that learn from a design space's own features screen
-    it: the NB201 devices, for the ``nb201`` space."""
-    from infercast.predict.devices import get_device
+def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, list[Any]], Any]:
+    """A shipped device's screening predictor, the parameters its measurements fix, and the
+    features it reads (None: the space's own). NB201 devices learned from NB201 cells' own
+    features at one batch size; the phone settings read device features at batch 1 in fp32."""
+    from infercast.predict.devices import device_info, get_device, nb201
+    from infercast.screen.device import DeviceScreener
     from infercast.space import get as get_space
 
-    chosen = get_device(device)
-    blend = getattr(chosen, "blend", None)
-    if blend is None:
+    info = device_info(device)  # an unknown name fails here, with the nearest names
+    if space is None:
+        raise ValueError(f"--device {device} screens a sample of --space")
+    candidates = get_space(space)
+    cells = candidates.string_name == "nb201"
+    if device in nb201.names():
+        if not cells:
+            raise ValueError(
+                f"--device {device} predicts NAS-Bench-201 cells: screen --space nb201 (or a restriction)"
+            )
+        return get_device(device).blend, {"batch": [info.batch]}, None
+    if cells:
         raise ValueError(
-            f"--device {device}: its predictor learns from TFLite-fused network features that "
-            "design-space candidates do not have yet; only nb201/* devices screen (--space nb201). "
-            f"Screen with a predictor of your own, then `infercast predict --device {device}` the shortlist"
+            f"--device {device} learned from 224×224 ImageNet networks; NAS-Bench-201 cells (32×32 "
+            "CIFAR networks) lie far outside them: screen them on an nb201/* device "
+            "(infercast devices list nb201)"
         )
-    if space is None or get_space(space).string_name != "nb201":
-        raise ValueError(
-            f"--device {device} predicts NAS-Bench-201 cells: screen --space nb201 (or a restriction)"
-        )
-    return blend, {"batch": [chosen.info.batch]}
+    screener = DeviceScreener(device, candidates)
+    names = {p.name for p in candidates.params}
+    fixed = {name: [value] for name, value in (("batch", 1), ("precision", "fp32")) if name in names}
+    return screener, fixed, screener.featurize
 
 
 def screen(
@@ -71,8 +80,9 @@ def screen(
     (and ``probe_rejected`` near rejects) into ``db``; ``refit`` then retrains the predictor into
     ``<predictor>-refit``; ``out`` writes the shortlist; ``ray_address`` runs stage 1 on a cluster.
     ``progress(stage, done, total)`` follows the stages, ``status(message)`` the slow steps.
-    ``device`` instead of ``predictor``: a shipped device (``infercast devices list``; NB201 ones
-    screen the ``nb201`` space at the device's batch size).
+    ``device`` instead of ``predictor``: a shipped device (``infercast devices list``): NB201 ones
+    screen the ``nb201`` space at the device's batch size, phone settings ``mobile-nas`` and
+    ``carb-resnet`` at batch 1 in fp32 (latency only, ``screen.device``).
     Returns the result as plain data (``ScreenResult.to_dict``)."""
     from infercast import screen as screening
     from infercast.predict import CascadeBlend
@@ -95,13 +105,14 @@ def screen(
     if (predictor is None) == (device is None):
         raise ValueError("give --predictor DIR or --device NAME (a shipped device)")
     fixed: dict[str, list[Any]] = {}
+    featurize = None
     if device is not None:
         if validate or ray_address is not None or models or configs is not None:
             raise ValueError(
                 f"--device {device}: screens a sample of --space here; --validate would measure on "
                 "this machine, not on the device"
             )
-        model_a, fixed = _device_predictor(device, space)
+        model_a, fixed, featurize = _device_predictor(device, space)
     else:
         model_a = CascadeBlend.load(predictor)
     model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
@@ -131,7 +142,7 @@ def screen(
         elif configs is not None:
             candidates = screening.from_configs(configs, space or "")
         else:
-            candidates = screening.from_space(space or "", n, seed, fixed)
+            candidates = screening.from_space(space or "", n, seed, fixed, featurize)
         result = screening.screen(model_a, candidates, chosen_budgets, chosen, **options)
     if validate and not result.shortlist.empty:
         tell("measuring the shortlist")
@@ -150,4 +161,19 @@ def screen(
 
         frame = result.shortlist.drop(columns=[c for c in result.shortlist.columns if c.startswith("_")])
         write_table(frame, out)
-    return result.to_dict()
+    data = result.to_dict()
+    if device is not None:
+        data["device"] = _device_summary(device, model_a)
+    return data
+
+
+def _device_summary(device: str, model: Any) -> dict[str, Any]:
+    """Which route screened for a shipped device, and its card's figures."""
+    own = getattr(model, "summary", None)
+    if own is not None:
+        return own()
+    from infercast.predict.devices import device_info
+
+    card = device_info(device).card
+    figures = {k: card.get(k) for k in ("within_10pct", "median_abs_error_pct", "spearman", "coverage")}
+    return {"device": device, "route": card.get("route", ""), **figures, "note": ""}

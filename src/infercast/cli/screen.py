@@ -43,7 +43,10 @@ def screen(
         None, "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
     ),
     device: str | None = typer.Option(
-        None, "--device", help="a shipped device instead of --predictor (nb201/* with --space nb201)"
+        None,
+        "--device",
+        help="a shipped device instead of --predictor: nb201/* for --space nb201, phone settings for "
+        "mobile-nas and carb-resnet (latency)",
     ),
     space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
     n_text: str = typer.Option(
@@ -154,6 +157,16 @@ def _print(data: dict[str, Any]) -> None:
             f"stage 2 ({stage2['seconds']:.1f} s, predictor {stage2.get('predictor', 'a')}): "
             f"{stage2.get('feasible', 0):,} of {stage2.get('rescored', 0):,} meet the budgets"
         )
+    device = data.get("device")
+    if device:
+        figures = (
+            f"{device['within_10pct']:.0%} within ±10 %, median error {device['median_abs_error_pct']:.1f} %"
+            if device.get("within_10pct") is not None
+            else "no card"
+        )
+        console.print(f"device {device['device']}: {device['route']} — card (held-out families): {figures}")
+        if device["note"]:
+            console.print(f"[yellow]{device['note']}[/]")
     if data["message"]:
         console.print(f"[yellow]{data['message']}[/]")
         rows = data["closest"]

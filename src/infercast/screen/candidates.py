@@ -6,7 +6,7 @@ plus the survivors, not by ``n``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,9 @@ class Candidates:
     source: str = ""
     count: int | None = None
     seed: int | None = None
+    # the features a predictor reads (default: the space's ``features``); a shipped device's
+    # screening reads device features instead
+    featurize: Callable[[pd.DataFrame], pd.DataFrame] | None = None
 
     def __len__(self) -> int:
         return len(self.configs) if self.count is None else self.count
@@ -62,15 +65,26 @@ class Candidates:
             else:
                 configs = self.configs.iloc[start : start + size].reset_index(drop=True)
             if self.space is not None:
-                features = self.space.features(configs)
+                features = self.featurise(configs)
             else:
                 features = self.features.iloc[start : start + size].reset_index(drop=True)
             yield start, configs, features
 
+    def featurise(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Features of configs of ``space``, as the screening predictor reads them."""
+        return (self.featurize or self.space.features)(configs)
 
-def from_space(name: str, n: int, seed: int = 0, fixed: dict[str, list[Any]] | None = None) -> Candidates:
+
+def from_space(
+    name: str,
+    n: int,
+    seed: int = 0,
+    fixed: dict[str, list[Any]] | None = None,
+    featurize: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+) -> Candidates:
     """``n`` configs sampled from a space; above one chunk they are drawn as stage 1 reads them.
-    ``fixed`` limits parameters to the values given (a device measured at one batch size)."""
+    ``fixed`` limits parameters to the values given (a device measured at one batch size);
+    ``featurize`` replaces the space's features (``Candidates.featurize``)."""
     from infercast.resources import check_fits
     from infercast.space import get, restrict
 
@@ -81,9 +95,9 @@ def from_space(name: str, n: int, seed: int = 0, fixed: dict[str, list[Any]] | N
         raise ScreenError(f"--n={n} must be at least 1")
     source = f"{chosen.name} (n={n:,}, seed={seed})"
     if n <= CHUNK:
-        return Candidates(chosen.sample(n, seed=seed, ids=False), chosen, source=source)
+        return Candidates(chosen.sample(n, seed=seed, ids=False), chosen, source=source, featurize=featurize)
     check_fits(f"screening {chosen.name}", n, survivor_bytes(chosen), " candidates (if all survived stage 1)")
-    return Candidates(pd.DataFrame(), chosen, source=source, count=n, seed=seed)
+    return Candidates(pd.DataFrame(), chosen, source=source, count=n, seed=seed, featurize=featurize)
 
 
 def from_configs(path: str | Path, space_name: str) -> Candidates:

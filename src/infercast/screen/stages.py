@@ -70,7 +70,11 @@ def feature_part(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _inputs(features: pd.DataFrame, predictor: CascadeBlend) -> pd.DataFrame:
-    """The predictor's input columns: the features + its platform's settings."""
+    """The predictor's input columns: the features + its platform's settings (a predictor that
+    reads other features, ``screen.device.DeviceScreener``, picks its own)."""
+    own = getattr(predictor, "inputs", None)
+    if own is not None:
+        return own(features)
     frame = feature_frame(features, predictor.info.platform.settings)
     return frame[predictor.feature_names_]
 
@@ -157,8 +161,10 @@ def stage_two(
     if survivors.empty:
         return survivors, {"seconds": 0.0, "feasible": 0}
     if candidates.space is not None:
-        named = candidates.space.with_ids(survivors.drop(columns=["model", "id"], errors="ignore"))
-        features = candidates.space.features(named)
+        # model strings are spelled for the rows reported only (``_named``): for a million
+        # survivors they cost more than the predictions
+        named = survivors.drop(columns=["model", "id"], errors="ignore").reset_index(drop=True)
+        features = candidates.featurise(named)
     else:
         named = survivors
         features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)
@@ -190,6 +196,13 @@ def stage_two(
         "feasible": int(feasible.sum()),
     }
     return scored, report
+
+
+def _named(frame: pd.DataFrame, candidates: Candidates) -> pd.DataFrame:
+    """``frame`` with the ``model`` string and ``id`` of each design-space config."""
+    if candidates.space is None or "model" in frame.columns or frame.empty:
+        return frame.reset_index(drop=True)
+    return candidates.space.with_ids(frame)
 
 
 def _objective_values(frame: pd.DataFrame, objectives: list[str]) -> np.ndarray:
@@ -235,9 +248,7 @@ def screen(
     feasible = scored[scored["feasible"]] if not scored.empty else scored
     if feasible.empty:
         pool = scored if not scored.empty else closest
-        result.closest = pool.nsmallest(min(10, len(pool)), "_violation") if len(pool) else pool
-        if candidates.space is not None and "model" not in result.closest.columns and len(result.closest):
-            result.closest = candidates.space.with_ids(result.closest)
+        result.closest = _named(pool.nsmallest(min(10, len(pool)), "_violation"), candidates)
         result.message = (
             f"no candidate meets the budgets {budgets.active()}: the closest are listed "
             "(violation = predicted / budget, worst budget)"
@@ -253,9 +264,11 @@ def screen(
         picked["ood"], picked["ood_reason"] = scorer.ood_.check(
             _inputs(feature_part(picked), scorer).to_numpy()
         )
-    result.shortlist = picked.reset_index(drop=True)
+    result.shortlist = _named(picked, candidates)
     infeasible = scored[~scored["feasible"]]
-    result.rejected_near = infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation")
+    result.rejected_near = _named(
+        infeasible.nsmallest(min(shortlist, len(infeasible)), "_violation"), candidates
+    )
     result.stage2["pareto_seconds"] = time.perf_counter() - started
     result.stage2["front_1"] = int((ranks == 1).sum())
     return result

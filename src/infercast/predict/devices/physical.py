@@ -67,6 +67,7 @@ class PhysicalLatency:
         self.columns_: tuple[str, ...] = self.features
         self.costs_: np.ndarray | None = None
         self.interval_q_ = float("nan")
+        self.residuals_: np.ndarray | None = None
         self.low_: np.ndarray | None = None
         self.high_: np.ndarray | None = None
         self.n_train_ = 0
@@ -111,6 +112,7 @@ class PhysicalLatency:
         # the out-of-fold residuals of the column chosen on them: a little optimistic when
         # candidates compete, the price of not nesting a second cross-validation
         self.interval_q_ = conformal_quantile(residuals, self.coverage)
+        self.residuals_ = residuals
         self.costs_ = fit_costs(matrix, y)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
         self.n_train_ = len(y)
@@ -129,23 +131,33 @@ class PhysicalLatency:
         latency = np.clip(matrix @ costs, 1e-9, None)
         assert self.low_ is not None and self.high_ is not None
         outside = (matrix > self.high_ * _RANGE_SLACK) | (matrix < self.low_ / _RANGE_SLACK)
-        reasons = [
-            "; ".join(
-                f"{self.columns_[j]} {row[j]:.3g} (training {self.low_[j]:.3g}–{self.high_[j]:.3g})"
-                for j in np.flatnonzero(flags)
+        flagged = outside.any(axis=1)
+        reasons = np.full(len(matrix), "", dtype=object)
+        for i in np.flatnonzero(flagged):  # a screening predicts millions: only flagged rows get words
+            reasons[i] = "; ".join(
+                f"{self.columns_[j]} {matrix[i, j]:.3g} (training {self.low_[j]:.3g}–{self.high_[j]:.3g})"
+                for j in np.flatnonzero(outside[i])
             )
-            for row, flags in zip(matrix, outside, strict=True)
-        ]
         return pd.DataFrame(
             {
                 "latency_ms": latency,
                 "latency_ms_low": latency * np.exp(-self.interval_q_),
                 "latency_ms_high": latency * np.exp(self.interval_q_),
-                "ood": [bool(r) for r in reasons],
+                "ood": flagged,
                 "ood_reason": reasons,
             },
             index=x.index,
         )
+
+    def margin(self, risk: float) -> float:
+        """Log margin m such that a network is predicted more than e^m times its latency with
+        probability about ``risk`` (one-sided, from the out-of-fold residuals): a screening drops
+        a candidate only when ``prediction · e^-m`` is over budget."""
+        if self.residuals_ is None:
+            raise PredictorError("PhysicalLatency is not fitted: call fit first")
+        if not 0 < risk < 0.5:
+            raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
+        return max(float(np.quantile(-self.residuals_, 1 - risk, method="higher")), 0.0)
 
     def score(self, x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
         """Accuracy on networks with measured latencies ``y``: ±10 %, median error, Spearman,

@@ -1,0 +1,108 @@
+"""A shipped phone setting (``infercast devices list``) as a screening predictor.
+
+Its Σ cost × work model (``devices.physical``) reads device features, which
+``devices.space_features`` computes for a design space's candidates in closed form. It predicts
+latency only; the stage-1 margin comes from its out-of-fold residuals on held-out architecture
+families, and stage 2 adds its interval and the ``ood`` check. The candidates run at batch 1 in
+fp32, as the phones were measured; an input side other than 224 is flagged ``ood``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from infercast.screen.request import ScreenError
+
+
+@dataclass(frozen=True)
+class _Platform:
+    id: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Info:
+    platform: _Platform
+    trained_models: list[str] = field(default_factory=list)
+
+
+class DeviceScreener:
+    """Stage 1 and stage 2 of a screening (``screen.stages``) for the usc-mobile setting named
+    ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
+
+    def __init__(self, device: str, space: Any) -> None:
+        from infercast.predict.devices import cards, usc
+        from infercast.predict.devices.space_features import FEATURIZERS
+
+        if space.string_name not in FEATURIZERS:
+            raise ScreenError(
+                f"--device {device} screens the spaces {', '.join(FEATURIZERS)} (their device features "
+                f"have a closed form), not {space.name}"
+            )
+        self.featurize = FEATURIZERS[space.string_name]
+        self.model = usc.physical(device)  # the op-wise route of a GPU setting needs each graph
+        self.input_side = usc.INPUT_SIDE
+        self.route = usc.MODEL_LEVEL
+        self.feature_names_ = list(self.model.columns_)
+        self.costs = self.model.costs_
+        self.stages_ = {"latency": self.model}
+        self.unavailable_ = {
+            target: f"the shipped device {device} predicts latency only" for target in ("memory", "energy")
+        }
+        self.info = _Info(_Platform(device))
+        self.ood_ = None  # stage 2's predictions carry the ood check
+        card = cards().get(device, {})
+        # a GPU setting's card is its op-wise route's; this route's own figures are beside it
+        self.card = card.get("other_routes", {}).get(self.route, card)
+        self.note = (
+            f"the card's op-wise route needs each network's kernels: `infercast predict --device {device}` "
+            "the shortlist"
+            if card.get("route") != self.route
+            else ""
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The route and its card figures (family-grouped), as a screening reports them."""
+        figures = {
+            k: self.card.get(k) for k in ("within_10pct", "median_abs_error_pct", "spearman", "coverage")
+        }
+        return {"device": self.info.platform.id, "route": self.route, **figures, "note": self.note}
+
+    def inputs(self, features: pd.DataFrame) -> pd.DataFrame:
+        """The model's columns, then the input side (for the ood note)."""
+        return features[[*self.feature_names_, "input_side"]]
+
+    def predict_fast(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return {"latency": np.asarray(x, dtype=np.float64)[:, : len(self.feature_names_)] @ self.costs}
+
+    def fast_margin(self, target: str, risk: float, difficulty: np.ndarray | None = None) -> np.ndarray:
+        if target != "latency":
+            raise ScreenError(self.unavailable_[target])
+        return np.array([self.model.margin(risk)])
+
+    def predict(self, x: pd.DataFrame, ood: str = "ranges") -> pd.DataFrame:
+        out = self.model.predict(x)
+        side = x["input_side"].to_numpy()
+        other = np.flatnonzero(side != self.input_side)
+        if len(other):
+            sides, which = np.unique(side[other], return_inverse=True)
+            notes = np.array(
+                [
+                    f"trained on {self.input_side}×{self.input_side} inputs, this one is {s:.0f}×{s:.0f}"
+                    for s in sides
+                ],
+                dtype=object,
+            )[which]
+            reasons = out["ood_reason"].to_numpy(dtype=object).copy()
+            both = np.flatnonzero(reasons[other] != "")
+            notes[both] = [f"{r}; {n}" for r, n in zip(reasons[other[both]], notes[both], strict=True)]
+            reasons[other] = notes
+            flagged = out["ood"].to_numpy().copy()
+            flagged[other] = True
+            out["ood_reason"], out["ood"] = reasons, flagged
+        out["route"] = self.route
+        return out
