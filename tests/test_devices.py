@@ -298,7 +298,7 @@ SPACE_CONFIGS = [
 def test_closed_form_device_features_equal_the_captured_graph(model: str) -> None:
     from infercast.graph import capture
     from infercast.predict.devices.features import device_features
-    from infercast.predict.devices.space_features import FEATURIZERS
+    from infercast.screen.device_features import FEATURIZERS
     from infercast.space import parse_model_string
 
     space, config = parse_model_string(model)

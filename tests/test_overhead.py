@@ -220,3 +220,26 @@ def test_predictors_saved_before_channel_slices_load_with_their_own_inputs(tmp_p
     )
     assert table["c_out_slices"].iloc[0] == 2
     assert np.isclose(np.expm1(table["log_padded_flops"].iloc[0]), 2 * 64 * 8 * 4 * 9)
+
+
+def test_kernel_campaign_rows_teach_the_kernel_regressors_only() -> None:
+    """Rows of one-kernel networks train the kernel regressors (a type only they have gets its own)
+    and never enter the overhead fit, which is on the design-space models alone."""
+    ops, e2e = _additive_op_tables(12, 6)
+    rng = np.random.default_rng(7)
+    campaign = []
+    for k in range(40):
+        conv = conv_kernel_row(f"kernel{k}", "0", rng)
+        campaign.append({**conv, "latency_ms": conv["flops"] / 20e6})
+        concat = {**conv, "op_type": "concat", "kernel_size": None, "stride": None, "groups": None}
+        campaign.append({**concat, "model": f"concat{k}", "flops": 0, "latency_ms": 0.001 * conv["c_out"]})
+    kernel_ops = pd.DataFrame(campaign)
+    model = OpWise(n_estimators=30, kernel_learner="xgboost").fit(ops, e2e, kernel_ops=kernel_ops)
+    assert model.training_["n_models"] == 12  # the kernel networks have no end-to-end role
+    assert model.training_["n_kernel_campaign_rows"] == 80
+    assert "concat" in model.training_["own_models"]
+    unseen_type = pd.DataFrame([{**campaign[1], "model": "m-new", "kernel": "c"}]).drop(columns="latency_ms")
+    predicted = model.predict(unseen_type)
+    assert "no training rows of that type" not in predicted["ood_reason"].iloc[0]
+    without = OpWise(n_estimators=30, kernel_learner="xgboost").fit(ops, e2e)
+    assert "no training rows of that type" in without.predict(unseen_type)["ood_reason"].iloc[0]

@@ -30,6 +30,17 @@ params:
 """
 
 
+TINY_KERNELS = """
+name: tiny-kernels
+family: kernels
+params:
+  op: [conv, dwconv, add, pool_max, concat]
+  side: {min: 4, max: 16}
+  cin: {min: 8, max: 32}
+  cout: {min: 8, max: 32}
+"""
+
+
 @pytest.fixture
 def space_file(tmp_path):
     path = tmp_path / "tiny.yaml"
@@ -37,8 +48,16 @@ def space_file(tmp_path):
     return str(path)
 
 
-def profile_command(space: str, db: str, n: int) -> list[str]:
-    return [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db, *FAST]
+@pytest.fixture
+def kernel_file(tmp_path):
+    path = tmp_path / "tiny-kernels.yaml"
+    path.write_text(TINY_KERNELS)
+    return str(path)
+
+
+def profile_command(space: str, db: str, n: int, *extra: str) -> list[str]:
+    command = [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db]
+    return [*command, *FAST, *extra]
 
 
 def _stored(db: str) -> int:
@@ -68,14 +87,21 @@ def test_profile_then_resume(space_file, tmp_path) -> None:
         assert store.platforms().loc[0, "settings"] == {"threads": 1, "device": "cpu", "opt_level": "all"}
 
 
-def test_kill_9_campaign_resumes_without_loss_or_duplicates(space_file, tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["design space", "kernel campaign"])
+def test_kill_9_campaign_resumes_without_loss_or_duplicates(kind, space_file, kernel_file, tmp_path) -> None:
     db = str(tmp_path / "killed.db")
+    # the kernel campaign profiles each network's ops too: fewer, without sentinel passes
+    space, n, kills, extra = (
+        (space_file, 12, 10, ())
+        if kind == "design space"
+        else (kernel_file, 8, 4, ("--kernels", "--op-runs", "2", "--no-sentinels"))
+    )
     rng = random.Random(1)
     counts = []
-    for _ in range(10):
+    for _ in range(kills):
         before = counts[-1] if counts else 0
         process = subprocess.Popen(
-            profile_command(space_file, db, 12), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            profile_command(space, db, n, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         # kill once this run has stored something new, at a random moment of the configs after it:
         # a fixed delay either missed the campaign on a fast machine or came before any result
@@ -93,7 +119,7 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(space_file, tmp_path
         if finished:
             break
     assert counts == sorted(counts)  # what was committed stays
-    final = subprocess.run([*profile_command(space_file, db, 12), "--json"], capture_output=True, text=True)
+    final = subprocess.run([*profile_command(space, db, n, *extra), "--json"], capture_output=True, text=True)
     assert final.returncode == 0, final.stderr
     summary = json.loads(final.stdout)
     with Store(db) as store:
@@ -101,3 +127,10 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(space_file, tmp_path
         assert store.measurements()["config_id"].is_unique
     assert total == summary["skipped"] + summary["todo"]  # every sampled config measured or failed
     assert len(set(counts)) > 2 and counts[0] < total, counts  # kills landed mid-campaign, at several points
+    if kind == "kernel campaign":
+        with Store(db) as store:
+            measured = store.measurements()
+            assert (measured["space"] == "kernels").all()
+            # every measured kernel network has its op rows, and none twice
+            ops = store.op_measurements()
+            assert set(measured["config_id"]) <= set(ops["config_id"])

@@ -29,6 +29,7 @@ from infercast.store import Store
 from infercast.units import bytes_to_mb
 
 LATENCY_STATS = ("low_ms", "median_ms", "mean_ms", "p10_ms", "p90_ms")
+KERNEL_SPACE = "kernels"  # space.kernels.Kernels.name: datasets reads stores, not spaces
 
 
 @dataclass
@@ -82,6 +83,15 @@ def training_data(
     if rows.empty:
         raise PredictorError(f"{store.path}: no measurements on platform {chosen['id']}")
     rows = rows[rows["features"].notna()]
+    # a kernel campaign's one-kernel networks teach the op-wise kernel regressors (their op rows),
+    # not the model-level blend: they are no CNN a user would deploy
+    kernel_networks = (rows["space"] == KERNEL_SPACE).to_numpy()
+    if kernel_networks.all():
+        raise PredictorError(
+            f"{store.path}: only kernel-campaign networks on platform {chosen['id']}; the blend learns "
+            "from design-space profiles (infercast profile --space NAME)"
+        )
+    rows = rows[~kernel_networks]
     # a config measured in several campaigns counts once: its latest measurement
     rows = rows.sort_values("id").drop_duplicates("config_id", keep="last").reset_index(drop=True)
     x = feature_frame([json.loads(f) for f in rows["features"]], chosen["settings"])
@@ -100,6 +110,16 @@ def training_data(
         models=rows["model"].to_numpy(dtype=object),
         platform=chosen,
     )
+
+
+def kernel_campaign_configs(store: Store, platform_id: str, campaigns: list[str] | None = None) -> set[str]:
+    """Config ids of the kernel-campaign networks (``space:kernels``) measured on a platform (in
+    ``campaigns`` only, when given)."""
+    measured = store.measurements(platform_id)
+    chosen = measured["space"] == KERNEL_SPACE
+    if campaigns:
+        chosen &= measured["campaign"].isin(campaigns)
+    return set(measured.loc[chosen, "config_id"])
 
 
 def store_tables(

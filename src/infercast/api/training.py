@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from infercast.api.predicting import load_predictor, opwise_of
-from infercast.datasets import resolve_platform, store_tables, training_data
+from infercast.datasets import kernel_campaign_configs, resolve_platform, store_tables, training_data
 from infercast.paths import check_output_dir
 from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
 from infercast.predict.artifact import PlatformInfo
@@ -51,6 +51,7 @@ def train(
     with Store(db, readonly=True) as store:
         data = training_data(store, platform, latency_stat, campaigns)
         ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
+        kernel_networks = kernel_campaign_configs(store, data.platform["id"], campaigns) if opwise else set()
     if len(data.x) < 12:
         raise PredictorError(
             f"{db}: only {len(data.x)} measured configs on this platform; train needs 12 or more"
@@ -86,6 +87,11 @@ def train(
         "blend_weights": {t: s.weights for t, s in model.stages_.items()},
         "corrector": {t: s.corrector_note for t, s in model.stages_.items()},
     }
+    kernel_ops = ops[ops["model"].isin(kernel_networks)] if ops is not None else None
+    if kernel_ops is not None and len(kernel_ops):
+        summary["kernel_campaign"] = (
+            f"{kernel_ops['model'].nunique()} kernel networks, {len(kernel_ops)} op rows"
+        )
     if ops is not None and not ops.empty:
         train_ids = set(data.config_ids[train_rows])
         test_ids = set(data.config_ids[test_rows])
@@ -97,7 +103,9 @@ def train(
             )
             return summary
         tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
-        op_model = OpWise(seed=seed).fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
+        op_model = OpWise(seed=seed).fit(
+            ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)], kernel_ops=kernel_ops
+        )
         held = ops[ops["model"].isin(test_ids)]
         op_scores = op_model.evaluate(held.drop(columns="latency_ms"), e2e) if len(held) else {}
         op_model.save(

@@ -171,7 +171,14 @@ def measure(
 
 @app.command()
 def profile(
-    space: str = typer.Option(..., "--space", help="design space name or YAML file"),
+    space: str | None = typer.Option(
+        None, "--space", help="design space name or YAML file (with --kernels: a restriction of kernels)"
+    ),
+    kernels: bool = typer.Option(
+        False,
+        "--kernels",
+        help="a kernel campaign: one-kernel networks at shapes real CNNs execute, each op profiled",
+    ),
     n: int = typer.Option(500, "--n", help="configurations to sample"),
     seed: int = typer.Option(0, "--seed"),
     db: Path = typer.Option(Path("runs.db"), "--db", help="the store file (created if missing)"),
@@ -209,6 +216,10 @@ def profile(
     kind (ray start --resources '{"device:KIND": 1}'); this process alone writes the store."""
     from infercast.measure import profile as run_profile
 
+    if space is None and not kernels:
+        err_console.print("[bold red]error:[/] give --space NAME (or --kernels for a kernel campaign)")
+        raise typer.Exit(2)
+    chosen_space = space or "kernels"
     if devices and ray_address is None:
         err_console.print("[bold red]error:[/] --device names a Ray device kind: it needs --ray ADDRESS")
         raise typer.Exit(2)
@@ -226,14 +237,21 @@ def profile(
 
         def progress(event: str, state: dict[str, Any]) -> None:
             if event == "start":
-                bar.update(task, total=state["todo"], description=f"profiling {space}")
+                bar.update(task, total=state["todo"], description=f"profiling {chosen_space}")
             elif event in ("done", "failed", "lost"):
                 bar.update(task, completed=state["done"] + state["failed"] + state.get("lost", 0))
             elif event == "sentinels" and state["sentinels"]["last_vs_usual"] is not None:
                 slower = state["sentinels"]["last_vs_usual"]
-                bar.update(task, description=f"profiling {space} (sentinels {slower:+.1%} vs usual)")
+                bar.update(task, description=f"profiling {chosen_space} (sentinels {slower:+.1%} vs usual)")
 
         def body() -> dict[str, Any]:
+            if kernels:
+                from infercast.space import get as get_space
+
+                if get_space(chosen_space).string_name != "kernels":
+                    raise ValueError(
+                        f"--kernels profiles the kernels space (or a YAML restriction of it), not {space}"
+                    )
             common: dict[str, Any] = {
                 "seed": seed,
                 "stratified": stratified,
@@ -242,20 +260,21 @@ def profile(
                     warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s
                 ),
                 "energy": energy,
-                "op_runs": op_runs if ops else 0,
+                # a kernel campaign exists for the op-wise kernel regressors: its op rows are the point
+                "op_runs": op_runs if ops or kernels else 0,
                 "progress": progress,
                 "limit": limit,
             }
             settings = _settings(backend, threads, opt_level)
             if ray_address is None:
-                return run_profile(space, n, db, backend, **common, sentinels=sentinels, **settings)
+                return run_profile(chosen_space, n, db, backend, **common, sentinels=sentinels, **settings)
             try:
                 from infercast.distributed import profile_on_ray
             except ImportError:
                 raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
             kinds = devices or []
             return profile_on_ray(
-                space, n, db, kinds, ray_address, backend, chunk=chunk, **common, **settings
+                chosen_space, n, db, kinds, ray_address, backend, chunk=chunk, **common, **settings
             )
 
         summary = run_guarded(body)

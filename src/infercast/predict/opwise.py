@@ -179,27 +179,32 @@ class OpWise(Described):
         return out
 
     def _choose_kernel_learners(
-        self, table: pd.DataFrame, folds: int
+        self, table: pd.DataFrame, folds: int, extra: pd.DataFrame
     ) -> tuple[dict[str, str], np.ndarray, dict[str, dict[str, float]]]:
         """Per kernel type, the learner with the smallest out-of-fold mean |log error| (models
-        held out by group k-fold), the out-of-fold kernel times of that choice, and the scores."""
+        held out by group k-fold; the ``extra`` kernel rows train in every fold), the out-of-fold
+        kernel times of that choice, and the scores."""
         candidates = tuple(LEARNERS) if self.kernel_learner == "auto" else (self.kernel_learner,)
         target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
-        own = self._own_types(table)
+        own = self._own_types(pd.concat([table, extra]))
         oof = {}
         for name in candidates:
             predicted = np.zeros(len(table))
             everywhere = dict.fromkeys([*own, _POOLED], name)
             for train, held in GroupKFold(n_splits=folds).split(table, groups=table["model"]):
-                fold_models = self._fit_kernels(table.iloc[train], everywhere)
+                fold_models = self._fit_kernels(pd.concat([table.iloc[train], extra]), everywhere)
                 predicted[held] = self._predict_kernels(table.iloc[held], fold_models)
             oof[name] = np.log(predicted)
         pooled_rows = ~table["op_type"].isin(own).to_numpy()
         if not pooled_rows.any():
             pooled_rows[:] = True
         subsets = {**{t: (table["op_type"] == t).to_numpy() for t in own}, _POOLED: pooled_rows}
+        # a type only the kernel campaign has keeps the first candidate: nothing held out scores it
         scores = {
-            kind: {name: float(np.abs(oof[name][rows] - target[rows]).mean()) for name in candidates}
+            kind: {
+                name: float(np.abs(oof[name][rows] - target[rows]).mean()) if rows.any() else 0.0
+                for name in candidates
+            }
             for kind, rows in subsets.items()
         }
         choice = {kind: min(by_learner, key=by_learner.__getitem__) for kind, by_learner in scores.items()}
@@ -208,11 +213,14 @@ class OpWise(Described):
             chosen[subsets[op_type]] = oof[choice[op_type]][subsets[op_type]]
         return choice, np.exp(chosen), scores
 
-    def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame) -> OpWise:
+    def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame, kernel_ops: pd.DataFrame | None = None) -> OpWise:
+        """Kernel regressors on the op rows of ``ops`` and ``kernel_ops`` (a kernel campaign's:
+        one-kernel networks, no end-to-end role), the overhead model on the models of ``ops`` that
+        ``e2e`` times end to end."""
         self.kernel_target_ = _RATE
         self.kernel_inputs_ = _KERNEL_INPUTS
-        table = kernels(ops)
-        table = table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
+        table = _timed(kernels(ops))
+        extra = _timed(kernels(kernel_ops)) if kernel_ops is not None and len(kernel_ops) else table.head(0)
         e2e = e2e_series(e2e)
         models = sorted(set(table["model"]) & set(e2e.index))
         if len(models) < MIN_MODELS:
@@ -224,7 +232,7 @@ class OpWise(Described):
         table = table[table["model"].isin(models)].reset_index(drop=True)
         truth = e2e.loc[models].to_numpy(dtype=np.float64)
         folds = min(self.n_folds, len(models))
-        choice, oof_kernel, kernel_scores = self._choose_kernel_learners(table, folds)
+        choice, oof_kernel, kernel_scores = self._choose_kernel_learners(table, folds, extra)
         features = overhead_features(table, oof_kernel).loc[models]
         model_folds = np.arange(len(models)) % folds
         forms = FORMS if self.overhead == "auto" else (self.overhead,)
@@ -238,12 +246,13 @@ class OpWise(Described):
         self.interval_q_ = self.calibration_.q
         self.mix_ood_ = OODDetector().fit(mix, _MIX_COLUMNS)
         self.overhead_ = Overhead.make(form).fit(features, truth)
-        self.models_ = self._fit_kernels(table, choice)
+        every_kernel = pd.concat([table, extra], ignore_index=True)
+        self.models_ = self._fit_kernels(every_kernel, choice)
         self.ranges_ = {
             str(t): {
                 c: [float(g[c].min()), float(g[c].max())] for c in ("log_flops", "c_in", "c_out", "h_in")
             }
-            for t, g in table.groupby("op_type")
+            for t, g in every_kernel.groupby("op_type")
         }
         self.overhead_ranges_ = {
             c: [float(features[c].min()), float(features[c].max())] for c in _MODEL_RANGE_COLUMNS
@@ -252,7 +261,8 @@ class OpWise(Described):
         self.training_ = {
             "n_models": len(models),
             "n_kernels": len(table),
-            "kernel_types": {str(k): int(v) for k, v in table["op_type"].value_counts().items()},
+            "n_kernel_campaign_rows": len(extra),
+            "kernel_types": {str(k): int(v) for k, v in every_kernel["op_type"].value_counts().items()},
             "own_models": sorted(k for k in self.models_ if k != _POOLED),
             "kernel_learners": choice,
             "kernel_cv_mean_abs_log_error": kernel_scores,
@@ -416,6 +426,11 @@ _BODY_KEYS = {
     "overhead_ranges",
     "training",
 }
+
+
+def _timed(table: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows with a usable latency."""
+    return table[np.isfinite(table["latency_ms"]) & (table["latency_ms"] > 0)]
 
 
 def _log_work(table: pd.DataFrame) -> np.ndarray:

@@ -1,7 +1,7 @@
 """A shipped phone setting (``infercast devices list``) as a screening predictor.
 
 Its Σ cost × work model (``devices.physical``) reads device features, which
-``devices.space_features`` computes for a design space's candidates in closed form. It predicts
+``screen.device_features`` computes for a design space's candidates in closed form. It predicts
 latency only; the stage-1 margin comes from its out-of-fold residuals on held-out architecture
 families, and stage 2 adds its interval and the ``ood`` check. The candidates run at batch 1 in
 fp32, as the phones were measured; an input side other than 224 is flagged ``ood``.
@@ -36,7 +36,7 @@ class DeviceScreener:
 
     def __init__(self, device: str, space: Any) -> None:
         from infercast.predict.devices import cards, usc
-        from infercast.predict.devices.space_features import FEATURIZERS
+        from infercast.screen.device_features import FEATURIZERS
 
         if space.string_name not in FEATURIZERS:
             raise ScreenError(

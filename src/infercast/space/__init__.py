@@ -9,10 +9,11 @@ from typing import Any
 
 from infercast.space.base import Param, Space, SpaceError
 from infercast.space.carb_resnet import CarbResNet
+from infercast.space.kernels import Kernels
 from infercast.space.mobile_nas import MobileNAS
 from infercast.space.nb201 import NB201
 
-_SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet, MobileNAS, NB201)}
+_SPACES: dict[str, type[Space]] = {cls.name: cls for cls in (CarbResNet, Kernels, MobileNAS, NB201)}
 
 __all__ = ["Param", "Space", "SpaceError", "get", "names", "parse_model_string", "restrict"]
 

@@ -211,8 +211,16 @@ class Space(ABC):
         raise SpaceError(f"sampling {self.name} found too few configurations that satisfy its constraints")
 
     def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
+        return self.draw_within(self.params, rng, n, stratified)
+
+    def draw_within(
+        self, params: tuple[Param, ...], rng: np.random.Generator, n: int, stratified: bool
+    ) -> dict[str, np.ndarray]:
+        """``n`` rows of values of ``params`` (this space's, or a restriction's): each drawn
+        independently (``stratified``: cycled through in shuffled order). A space whose sampler
+        knows more (``kernels``: real CNN shapes) overrides it, and its restrictions use it."""
         columns: dict[str, np.ndarray] = {}
-        for p in self.params:
+        for p in params:
             values = np.asarray(p.choices, dtype=object if isinstance(p.choices[0], str) else None)
             if stratified:
                 index = np.resize(np.arange(len(values)), n)

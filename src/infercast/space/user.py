@@ -51,6 +51,9 @@ class UserSpace(Space):
     def valid_rows(self, frame: pd.DataFrame) -> np.ndarray:
         return self.family.valid_rows(frame)
 
+    def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
+        return self.family.draw_within(self.params, rng, n, stratified)
+
     def build(self, config: dict[str, Any], device: str = "cpu") -> Any:
         return self.family.build(self.validate(config), device)
 

@@ -6,7 +6,7 @@ an activation that TFLite fuses — ReLU, ReLU6, sigmoids — joined to its conv
 add linked into the convolution that produces its later input). Here each built-in space's
 blocks are walked as numpy columns, one kernel template at a time, at batch 1 and fp32 (what the
 shipped phone predictors were measured at). The walk mirrors the space's module and the fusion
-rules; ``tests/test_device_screening.py`` holds it equal to capture + ``device_features``.
+rules; ``tests/test_devices.py`` holds it equal to capture + ``device_features``.
 
 Besides ``DEVICE_FEATURES`` a frame holds ``flops`` and ``params`` of the whole graph (the
 screening objectives) and ``input_side``.

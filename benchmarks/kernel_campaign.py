@@ -1,0 +1,104 @@
+"""What a kernel campaign adds: the op-wise route trained on design-space profiles alone vs on the
+same profiles plus a kernel campaign (``infercast profile --kernels``), scored on real networks
+never trained on (benchmarks/real_networks.txt measured in two campaigns: truth and noise).
+
+    .venv/bin/python benchmarks/kernel_campaign.py --db DB \\
+        --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNEL_CAMPAIGN --real-a real-a --real-b real-b
+
+Both predictors go through ``infercast train`` (``api.train``) with the same seed; the kernel
+campaign's networks only add op rows to the kernel regressors. Per route: median |error|, ±10 %,
+Spearman, per architecture family. Appends its result to benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from infercast.api import predict_models, train
+from infercast.predict import regression_metrics
+from infercast.predict.devices.usc import family
+from infercast.store import Store
+from results import append, machine, stamp
+
+
+def _figures(truth: np.ndarray, predicted: np.ndarray) -> str:
+    error = np.abs(predicted - truth) / truth
+    spearman = regression_metrics(truth, predicted)["spearman"]
+    return f"{np.median(error):.1%} | {np.mean(error <= 0.1):.0%} | {spearman:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--campaign", action="append", required=True, help="design-space campaign(s)")
+    parser.add_argument("--kernels", required=True, help="the kernel campaign")
+    parser.add_argument("--real-a", required=True)
+    parser.add_argument("--real-b", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    with Store(args.db, readonly=True) as store:
+        measured = store.measurements()
+    a = measured[measured["campaign"] == args.real_a].drop_duplicates("model", keep="last").set_index("model")
+    b = measured[measured["campaign"] == args.real_b].drop_duplicates("model", keep="last").set_index("model")
+    models = [m for m in a.index if m in b.index]
+    truth = a.loc[models, "low_ms"].to_numpy(dtype=np.float64)
+    noise = np.abs(b.loc[models, "low_ms"].to_numpy(dtype=np.float64) - truth) / truth
+    kernel_rows = measured[measured["campaign"] == args.kernels]
+
+    routes: dict[str, np.ndarray] = {}
+    summaries = {}
+    for label, campaigns in (
+        ("design-space profiles", args.campaign),
+        ("+ kernel campaign", [*args.campaign, args.kernels]),
+    ):
+        folder = Path(tempfile.mkdtemp(prefix="infercast-kernels-"))
+        summaries[label] = train(args.db, folder, campaigns=campaigns, seed=args.seed, progress=print)
+        predicted = {r["model"]: r for r in predict_models(folder, models)}
+        routes[f"op-wise, {label}"] = np.array([predicted[m]["opwise"]["latency_ms"] for m in models])
+        if label == "design-space profiles":
+            routes["cascade blend"] = np.array([predicted[m]["latency_ms"] for m in models])
+    families = np.array([family(m.removeprefix("pytorchcv:")) for m in models])
+    with_kernels = summaries["+ kernel campaign"]
+
+    lines = [
+        "",
+        f"## Kernel campaign → op-wise route on real networks ({stamp()})",
+        "",
+        "`.venv/bin/python benchmarks/kernel_campaign.py --db DB "
+        + " ".join(f"--campaign {c}" for c in args.campaign)
+        + f" --kernels {args.kernels} --real-a {args.real_a} --real-b {args.real_b}` ({machine()}; "
+        f"{time.perf_counter() - started:.0f} s). ONNX Runtime CPU, 1 thread; {len(models)} pytorchcv "
+        f"networks at 1×3×224×224 never trained on; truth `{args.real_a}` (`low_ms`), noise "
+        f"|`{args.real_b}` − `{args.real_a}`| / `{args.real_a}`. Kernel campaign: "
+        f"{len(kernel_rows)} one-kernel networks ({with_kernels.get('kernel_campaign', '–')}).",
+        "",
+        "| route | median abs. error | ±10 % | Spearman |",
+        "|---|---|---|---|",
+        f"| re-measurement noise | {np.median(noise):.1%} | {np.mean(noise <= 0.1):.0%} | – |",
+        *(f"| {name} | {_figures(truth, values)} |" for name, values in routes.items()),
+        "",
+        "Per family (median abs. error; networks):",
+        "",
+        "| family | n | " + " | ".join(routes) + " |",
+        "|---|---|" + "---|" * len(routes),
+    ]
+    for name in sorted(set(families)):
+        rows = families == name
+        cells = [f"{np.median(np.abs(v[rows] - truth[rows]) / truth[rows]):.1%}" for v in routes.values()]
+        lines.append(f"| {name} | {int(rows.sum())} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Goal (issue 14): median |error| ≤ 4 %, ≥ 90 % within ±10 %, Spearman ≥ 0.99.",
+    ]
+    append(lines)
+
+
+if __name__ == "__main__":
+    main()
