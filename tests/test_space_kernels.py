@@ -85,3 +85,12 @@ def test_every_op_runs_as_one_kernel() -> None:
         space.parse("op=dwconv&side=14&cin=16&cout=16&groups=1")
     with pytest.raises(SpaceError, match="op=gconv needs 1 < groups < cin"):
         space.parse("op=gconv&side=14&cin=16&cout=30&groups=4")
+
+
+def test_jittered_channels_keep_the_granularity_real_networks_use() -> None:
+    sample = get("kernels").sample(400, seed=3)
+    harvested = kernel_shapes()
+    for name in ("cin", "cout"):
+        eights = sample[name] % 8 == 0
+        # harvested channel counts are mostly multiples of 8, and drawing keeps them so
+        assert eights.mean() >= (harvested[name] % 8 == 0).mean() - 0.05, name

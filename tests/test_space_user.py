@@ -44,7 +44,7 @@ def test_user_space_restricts_its_family(tmp_path) -> None:
         space.parse("depth=40")
 
 
-def test_user_device_features_match_capture(tmp_path) -> None:
+def test_user_space_features_match_capture(tmp_path) -> None:
     assert_closed_form_matches_capture(get(write(tmp_path, SMALL)), n=20, seed=1)
 
 

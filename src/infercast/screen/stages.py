@@ -248,7 +248,9 @@ def screen(
     feasible = scored[scored["feasible"]] if not scored.empty else scored
     if feasible.empty:
         pool = scored if not scored.empty else closest
-        result.closest = _named(pool.nsmallest(min(10, len(pool)), "_violation"), candidates)
+        result.closest = (
+            _named(pool.nsmallest(min(10, len(pool)), "_violation"), candidates) if len(pool) else pool
+        )
         result.message = (
             f"no candidate meets the budgets {budgets.active()}: the closest are listed "
             "(violation = predicted / budget, worst budget)"

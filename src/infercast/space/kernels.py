@@ -16,8 +16,9 @@ conv to ``cout`` channels + ReLU, 1×1 conv back + ``act`` gate, multiply), ``ad
 
 Sampling draws shapes from those real CNNs execute (``data/kernel_shapes.parquet``: op and shape
 of every kernel of a set of torchvision networks, shapes only, no timing; rebuilt by
-``python -m infercast.api.kernel_shapes``), each drawn shape moved to a random neighbour on the
-parameter grids so a campaign covers the space around them, not only the exact points.
+``python -m infercast.api.kernel_shapes``), each drawn shape moved to a random neighbour (channel
+counts keep their granularity: a multiple of 8 stays one) so a campaign covers the space around
+them, not only the exact points.
 ``features`` captures each network on the meta device (milliseconds: one op).
 """
 
@@ -183,6 +184,26 @@ def build_kernel(config: dict[str, Any]) -> nn.Module:
     return nn.Upsample(scale_factor=stride, mode="nearest")
 
 
+def check_kernel(config: dict[str, Any]) -> None:
+    """The cross-parameter rules of a ``kernels`` config (``Kernels.check``)."""
+    op = config.get("op")
+    if op not in OPS:
+        return
+    want = canonical(config)
+    for key in ("side", "cout", "kernel", "stride", "groups", "act"):
+        if config.get(key) != want[key]:
+            raise SpaceError(f"op={op} takes {key}={want[key]}, got {key}={config.get(key)}")
+    cin, cout, groups = config["cin"], config["cout"], config["groups"]
+    if op == "gconv" and not (1 < groups < cin and cin % groups == 0 and cout % groups == 0):
+        raise SpaceError(f"op=gconv needs 1 < groups < cin dividing cin and cout, got groups={groups}")
+    if op in ("shuffle", "split") and cin % groups:
+        raise SpaceError(f"op={op} needs cin divisible by groups={groups}, got cin={cin}")
+    if op == "se" and config["act"] not in _GATES:
+        raise SpaceError(f"op=se gates with act in {', '.join(_GATES)}, got act={config['act']}")
+    if op == "act" and config["act"] == "none":
+        raise SpaceError("op=act needs an activation: act=relu, hswish, …")
+
+
 class Kernels(Space):
     name = "kernels"
     description = (
@@ -203,22 +224,7 @@ class Kernels(Space):
     )
 
     def check(self, config: dict[str, Any]) -> None:
-        op = config.get("op")
-        if op not in OPS:
-            return
-        want = canonical(config)
-        for key in ("side", "cout", "kernel", "stride", "groups", "act"):
-            if config.get(key) != want[key]:
-                raise SpaceError(f"op={op} takes {key}={want[key]}, got {key}={config.get(key)}")
-        cin, cout, groups = config["cin"], config["cout"], config["groups"]
-        if op == "gconv" and not (1 < groups < cin and cin % groups == 0 and cout % groups == 0):
-            raise SpaceError(f"op=gconv needs 1 < groups < cin dividing cin and cout, got groups={groups}")
-        if op in ("shuffle", "split") and cin % groups:
-            raise SpaceError(f"op={op} needs cin divisible by groups={groups}, got cin={cin}")
-        if op == "se" and config["act"] not in _GATES:
-            raise SpaceError(f"op=se gates with act in {', '.join(_GATES)}, got act={config['act']}")
-        if op == "act" and config["act"] == "none":
-            raise SpaceError("op=act needs an activation: act=relu, hswish, …")
+        check_kernel(config)
 
     def valid_rows(self, frame: pd.DataFrame) -> np.ndarray:
         return _valid(frame)
@@ -227,9 +233,11 @@ class Kernels(Space):
         self, params: tuple[Param, ...], rng: np.random.Generator, n: int, stratified: bool
     ) -> dict[str, np.ndarray]:
         """``n`` kernels at shapes real CNNs execute (``kernel_shapes``), each moved to a random
-        neighbour: channels and side by up to ±25 % in log scale, snapped to the nearest value of
-        ``params``. Ops and activations ``params`` exclude are never drawn, nor are kernels whose
-        canonical values fall outside ``params`` (drawn again)."""
+        neighbour: channels and side by up to ±25 % in log scale (channels in steps of the largest
+        of 8, 4, 2 dividing the harvested count), snapped to the nearest value of ``params``. Ops
+        and activations ``params`` exclude are never drawn, nor are kernels whose canonical values
+        fall outside ``params`` (drawn again). ``stratified`` does not apply: the real shapes'
+        frequencies are the point."""
         shapes = kernel_shapes()
         by_name = {p.name: p for p in params}
         usable = shapes["op"].isin(by_name["op"].choices) & shapes["act"].isin(by_name["act"].choices)
@@ -288,6 +296,14 @@ def _snap(values: np.ndarray, choices: Sequence[Any]) -> np.ndarray:
     return grid[np.where(nearer_lower, upper - 1, upper)].astype(np.int64)
 
 
+def _granularity(values: np.ndarray) -> np.ndarray:
+    """The largest of 8, 4, 2, 1 that divides each value."""
+    step = np.ones(len(values))
+    for size in (2, 4, 8):
+        step = np.where(values % size == 0, size, step)
+    return step
+
+
 def _jittered(
     shapes: pd.DataFrame, by_name: dict[str, Param], rng: np.random.Generator, n: int
 ) -> pd.DataFrame:
@@ -295,8 +311,13 @@ def _jittered(
     picked = shapes.iloc[rng.integers(0, len(shapes), n)].reset_index(drop=True)
     columns: dict[str, Any] = {"op": picked["op"].to_numpy(dtype=object)}
     for name in ("side", "cin", "cout"):
+        values = picked[name].to_numpy(dtype=np.float64)
         jitter = np.exp(rng.uniform(np.log(0.75), np.log(1.25), n))
-        columns[name] = _snap(picked[name].to_numpy(dtype=np.float64) * jitter, by_name[name].choices)
+        # channels keep the granularity they had (a multiple of 8 stays one): a backend's fast
+        # paths need it (ONNX Runtime's blocked layout: 8 channels), and a real CNN keeps to it
+        step = _granularity(values) if name != "side" else np.ones(n)
+        moved = np.maximum(step, np.round(values * jitter / step) * step)
+        columns[name] = _snap(moved, by_name[name].choices)
     for name in ("kernel", "stride", "groups"):
         columns[name] = _snap(picked[name].to_numpy(dtype=np.float64), by_name[name].choices)
     columns["act"] = picked["act"].to_numpy(dtype=object)
@@ -320,7 +341,7 @@ def _valid(frame: pd.DataFrame) -> np.ndarray:
     ok = np.ones(len(frame), dtype=bool)
     for i, row in enumerate(frame.to_dict(orient="records")):
         try:
-            Kernels().check(row)
+            check_kernel(row)
         except SpaceError:
             ok[i] = False
     return ok
