@@ -77,14 +77,19 @@ class DeviceScreener:
         return features[[*self.feature_names_, "input_side"]]
 
     def predict_fast(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Stage 1: Σ cost × work of rows of ``inputs`` as a matrix (the full model: it is linear)."""
         return {"latency": np.asarray(x, dtype=np.float64)[:, : len(self.feature_names_)] @ self.costs}
 
     def fast_margin(self, target: str, risk: float, difficulty: np.ndarray | None = None) -> np.ndarray:
+        """The one-sided log margin at ``risk`` (``PhysicalLatency.margin``); no ood widening
+        (``difficulty``, a blend's): held-out families already set it."""
         if target != "latency":
             raise ScreenError(self.unavailable_[target])
         return np.array([self.model.margin(risk)])
 
     def predict(self, x: pd.DataFrame, ood: str = "ranges") -> pd.DataFrame:
+        """Stage 2: latency, its interval and the ood check (feature ranges, the input side) of
+        rows of ``inputs``; ``ood`` as a blend's, whose range check is the only one here."""
         out = self.model.predict(x)
         side = x["input_side"].to_numpy()
         other = np.flatnonzero(side != self.input_side)

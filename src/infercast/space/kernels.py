@@ -324,11 +324,12 @@ def _jittered(
     columns["batch"] = np.full(n, by_name["batch"].choices[0])
     fixed = pd.DataFrame([canonical(row) for row in pd.DataFrame(columns).to_dict(orient="records")])
     # channels of a grouped conv or a shuffle: a multiple of the groups, as such CNNs build them
-    for op, names in (("gconv", ("cin", "cout")), ("shuffle", ("cin", "cout")), ("split", ("cin", "cout"))):
+    for op in ("gconv", "shuffle", "split"):
         rows = (fixed["op"] == op).to_numpy()
         if rows.any():
             groups = fixed.loc[rows, "groups"].to_numpy()
-            for name in names:
+            for name in ("cin", "cout"):
+                # a shuffle or split keeps its channels: both counts follow the input's
                 values = fixed.loc[rows, "cin" if op != "gconv" else name].to_numpy()
                 fixed.loc[rows, name] = np.maximum(groups, np.round(values / groups) * groups).astype(
                     np.int64
