@@ -48,6 +48,7 @@ from infercast.predict.artifact import (
     write_meta,
 )
 from infercast.predict.baselines import fit_baselines, load_baselines
+from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import depth_edges, extrapolation_folds, strata, stratified_folds
 from infercast.predict.intervals import Calibration, calibrate, interval_note, put_interval
@@ -377,6 +378,11 @@ class CascadeBlend(Described, BaseEstimator):
     def _check_fitted(self) -> None:
         if not getattr(self, "stages_", None):
             raise PredictorError("this CascadeBlend is not fitted: call fit() or load a predictor directory")
+
+    def inputs(self, features: pd.DataFrame) -> pd.DataFrame:
+        """The columns this predictor reads, from a frame of ``FEATURE_NAMES`` (as ``Space.features``
+        returns): the features and its platform's settings, in ``feature_names_`` order."""
+        return feature_frame(features, self.info.platform.settings)[self.feature_names_]
 
     def predict_fast(self, x: pd.DataFrame | np.ndarray) -> dict[str, np.ndarray]:
         """Screening-speed predictions: per available target, the fast model's value (not log).

@@ -65,12 +65,12 @@ class Candidates:
             else:
                 configs = self.configs.iloc[start : start + size].reset_index(drop=True)
             if self.space is not None:
-                features = self.featurise(configs)
+                features = self.features_of(configs)
             else:
                 features = self.features.iloc[start : start + size].reset_index(drop=True)
             yield start, configs, features
 
-    def featurise(self, configs: pd.DataFrame) -> pd.DataFrame:
+    def features_of(self, configs: pd.DataFrame) -> pd.DataFrame:
         """Features of configs of ``space``, as the screening predictor reads them."""
         return (self.featurize or self.space.features)(configs)
 

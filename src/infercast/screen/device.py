@@ -48,7 +48,6 @@ class DeviceScreener:
         self.input_side = usc.INPUT_SIDE
         self.route = usc.MODEL_LEVEL
         self.feature_names_ = list(self.model.columns_)
-        self.costs = self.model.costs_
         self.stages_ = {"latency": self.model}
         self.unavailable_ = {
             target: f"the shipped device {device} predicts latency only" for target in ("memory", "energy")
@@ -78,7 +77,7 @@ class DeviceScreener:
 
     def predict_fast(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Stage 1: Σ cost × work of rows of ``inputs`` as a matrix (the full model: it is linear)."""
-        return {"latency": np.asarray(x, dtype=np.float64)[:, : len(self.feature_names_)] @ self.costs}
+        return {"latency": np.asarray(x, dtype=np.float64)[:, : len(self.feature_names_)] @ self.model.costs_}
 
     def fast_margin(self, target: str, risk: float, difficulty: np.ndarray | None = None) -> np.ndarray:
         """The one-sided log margin at ``risk`` (``PhysicalLatency.margin``); no ood widening

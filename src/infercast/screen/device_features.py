@@ -52,9 +52,11 @@ class _Kernels:
         weights: Array,
         fused_flops: Array | float = 0.0,
         mult: Any = 1.0,
+        bn: Array | float | None = None,
     ) -> None:
         """A convolution kernel (``weights``: its parameters, a bias included) with the ops fused
-        after it, whose graph FLOPs are ``fused_flops``; a folded BatchNorm is ``batchnorm``."""
+        after it, whose graph FLOPs are ``fused_flops``, and the BatchNorm of ``bn`` channels
+        folded into it (if any)."""
         flops = 2 * macs
         gflops = flops * mult / 1e9
         self.totals[f"gflops_{kind}"] += gflops
@@ -64,12 +66,10 @@ class _Kernels:
         self.weights += weights * mult
         self.params += weights * mult
         self.flops += (flops + fused_flops) * mult
-
-    def batchnorm(self, channels: Array, elements: Array, mult: Any = 1.0) -> None:
-        """A BatchNorm folded into the convolution before it: weights and graph FLOPs, no kernel."""
-        self.weights += 4 * channels * mult  # weight, bias, running mean, running variance
-        self.params += 2 * channels * mult
-        self.flops += 2 * elements * mult
+        if bn is not None:  # folded: weights and graph FLOPs, no kernel of its own
+            self.weights += 4 * bn * mult  # weight, bias, running mean, running variance
+            self.params += 2 * bn * mult
+            self.flops += 2 * writes * mult
 
     def elementwise(self, reads: Array, writes: Array, flops: Array, mult: Any = 1.0) -> None:
         """An element-wise op, activation or BatchNorm that runs as a kernel of its own."""
@@ -116,8 +116,7 @@ def _mobile_nas(configs: pd.DataFrame) -> pd.DataFrame:
     cin = round_channels(space.STEM_CHANNELS, width)
     h = np.ceil(side / 2)
     stem_out = cin * h * h
-    k.conv("conv", stem_out * 27, 3 * side * side, stem_out, cin * 27, fused_flops=stem_out)
-    k.batchnorm(cin, stem_out)
+    k.conv("conv", stem_out * 27, 3 * side * side, stem_out, cin * 27, fused_flops=stem_out, bn=cin)
     for i, (base, stride) in enumerate(space.STAGES, start=1):
         cout = round_channels(base, width)
         block = {
@@ -134,8 +133,7 @@ def _mobile_nas(configs: pd.DataFrame) -> pd.DataFrame:
     heads = float(space.HEAD_CHANNELS)
     final = cin * h * h
     out = heads * h * h
-    k.conv("conv", out * cin, final, out, heads * cin, fused_flops=out)
-    k.batchnorm(np.full(rows, heads), out)
+    k.conv("conv", out * cin, final, out, heads * cin, fused_flops=out, bn=heads)
     k.global_pool(out, np.full(rows, heads))
     k.linear(np.full(rows, heads), float(space.NUM_CLASSES))
     return k.frame(side, configs.index)
@@ -163,14 +161,12 @@ def _inverted_residual(
     own_act = hswish * mult
     expand = (expansion != 1) * mult
     e_out = hidden * h_in * h_in
-    k.conv("conv", e_out * cin, x, e_out, hidden * cin, fused_flops=e_out * relu, mult=expand)
-    k.batchnorm(hidden, e_out, expand)
+    k.conv("conv", e_out * cin, x, e_out, hidden * cin, fused_flops=e_out * relu, mult=expand, bn=hidden)
     k.elementwise(e_out, e_out, e_out, own_act * (expansion != 1))
     d_out = hidden * h_out * h_out
     d_in = np.where(expansion != 1, e_out, x)
     k2 = kernel * kernel
-    k.conv("dwconv", d_out * k2, d_in, d_out, hidden * k2, fused_flops=d_out * relu, mult=mult)
-    k.batchnorm(hidden, d_out, mult)
+    k.conv("dwconv", d_out * k2, d_in, d_out, hidden * k2, fused_flops=d_out * relu, mult=mult, bn=hidden)
     k.elementwise(d_out, d_out, d_out, own_act)
     gate = se * mult
     squeezed = squeeze_channels(hidden)
@@ -181,8 +177,7 @@ def _inverted_residual(
     k.conv("conv", hidden * squeezed, squeezed, hidden, ex_weights, fused_flops=hidden, mult=gate)
     k.elementwise(d_out + hidden, d_out, d_out, gate)
     o = cout * h_out * h_out
-    k.conv("conv", o * hidden, d_out, o, cout * hidden, mult=mult)
-    k.batchnorm(cout, o, mult)
+    k.conv("conv", o * hidden, d_out, o, cout * hidden, mult=mult, bn=cout)
     residual = float(stride == 1) * (cin == cout)
     k.flops += o * residual * mult  # the add, linked into the projection's kernel
 
@@ -201,8 +196,7 @@ def _carb_resnet(configs: pd.DataFrame) -> pd.DataFrame:
     h = np.where(early, np.ceil(side / 2), side)
     out = stem * h * h
     window = np.where(early, 49.0, 9.0)
-    k.conv("conv", out * 3 * window, 3 * side * side, out, stem * 3 * window, fused_flops=out)
-    k.batchnorm(stem, out)
+    k.conv("conv", out * 3 * window, 3 * side * side, out, stem * 3 * window, fused_flops=out, bn=stem)
     pooled_h = np.ceil(h / 2)
     k.pool(out, stem * pooled_h * pooled_h, 9.0, early)
     h = np.where(early, pooled_h, h)
@@ -245,18 +239,12 @@ def _residual(
     on_main = np.where(shortcut > 0, 0.0, tail)
     # basic: conv3x3(stride) bn relu, conv3x3 bn; bottleneck: conv1x1 bn relu, conv3x3(stride)
     # bn relu, conv1x1 bn
-    k.conv("conv", o * cin * 9, x, o, cout * cin * 9, fused_flops=o, mult=mult * basic)
-    k.batchnorm(cout, o, mult * basic)
-    k.conv("conv", o * cout * 9, o, o, cout * cout * 9, fused_flops=on_main, mult=mult * basic)
-    k.batchnorm(cout, o, mult * basic)
-    k.conv("conv", m1 * cin, x, m1, mid * cin, fused_flops=m1, mult=mult * bottleneck)
-    k.batchnorm(mid, m1, mult * bottleneck)
-    k.conv("conv", m2 * mid * 9, m1, m2, mid * mid * 9, fused_flops=m2, mult=mult * bottleneck)
-    k.batchnorm(mid, m2, mult * bottleneck)
-    k.conv("conv", o * mid, m2, o, cout * mid, fused_flops=on_main, mult=mult * bottleneck)
-    k.batchnorm(cout, o, mult * bottleneck)
-    k.conv("conv", o * cin, x, o, cout * cin, fused_flops=tail, mult=mult * shortcut)
-    k.batchnorm(cout, o, mult * shortcut)
+    k.conv("conv", o * cin * 9, x, o, cout * cin * 9, fused_flops=o, mult=mult * basic, bn=cout)
+    k.conv("conv", o * cout * 9, o, o, cout * cout * 9, fused_flops=on_main, mult=mult * basic, bn=cout)
+    k.conv("conv", m1 * cin, x, m1, mid * cin, fused_flops=m1, mult=mult * bottleneck, bn=mid)
+    k.conv("conv", m2 * mid * 9, m1, m2, mid * mid * 9, fused_flops=m2, mult=mult * bottleneck, bn=mid)
+    k.conv("conv", o * mid, m2, o, cout * mid, fused_flops=on_main, mult=mult * bottleneck, bn=cout)
+    k.conv("conv", o * cin, x, o, cout * cin, fused_flops=tail, mult=mult * shortcut, bn=cout)
 
 
 # rows walked at once: every template adds a few arrays of this length, which then stay in the

@@ -15,7 +15,6 @@ import pandas as pd
 
 from infercast.features import FEATURE_NAMES
 from infercast.predict import TARGETS, CascadeBlend
-from infercast.predict.data import feature_frame
 from infercast.screen.candidates import CHUNK, Candidates
 from infercast.screen.pareto import shortlist as pareto_shortlist
 from infercast.screen.request import Budgets, ScreenError, check_request
@@ -70,13 +69,9 @@ def feature_part(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _inputs(features: pd.DataFrame, predictor: CascadeBlend) -> pd.DataFrame:
-    """The predictor's input columns: the features + its platform's settings (a predictor that
-    reads other features, ``screen.device.DeviceScreener``, picks its own)."""
-    own = getattr(predictor, "inputs", None)
-    if own is not None:
-        return own(features)
-    frame = feature_frame(features, predictor.info.platform.settings)
-    return frame[predictor.feature_names_]
+    """The columns the predictor reads, from the candidates' features (``CascadeBlend.inputs``;
+    ``screen.device.DeviceScreener`` reads device features)."""
+    return predictor.inputs(features)
 
 
 def stage_one(
@@ -164,7 +159,7 @@ def stage_two(
         # model strings are spelled for the rows reported only (``_named``): for a million
         # survivors they cost more than the predictions
         named = survivors.drop(columns=["model", "id"], errors="ignore").reset_index(drop=True)
-        features = candidates.featurise(named)
+        features = candidates.features_of(named)
     else:
         named = survivors
         features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)

@@ -334,7 +334,6 @@ def _jittered(
                 fixed.loc[rows, name] = np.maximum(groups, np.round(values / groups) * groups).astype(
                     np.int64
                 )
-    fixed = fixed[[canonical(row) == row for row in fixed.to_dict(orient="records")]]
     return fixed[_valid(fixed)].reset_index(drop=True)
 
 
