@@ -6,8 +6,10 @@ never trained on (benchmarks/real_networks.txt measured in two campaigns: truth 
         --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNEL_CAMPAIGN --real-a real-a --real-b real-b
 
 Both predictors go through ``infercast train`` (``api.train``) with the same seed; the kernel
-campaign's networks only add op rows to the kernel regressors. Per route: median |error|, ±10 %,
-Spearman, per architecture family. Appends its result to benchmarks/RESULTS.md.
+campaign's networks only add op rows to the kernel regressors. Per latency route of each predictor
+(blend, op-wise, blend + op-wise, and the one ``train`` ranked first on its held-out configs, which
+``predict`` shows): median |error|, ±10 %, Spearman, per architecture family. Appends its result
+to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ def main() -> None:
         folder = Path(tempfile.mkdtemp(prefix="infercast-kernels-"))
         summaries[label] = train(args.db, folder, campaigns=campaigns, seed=args.seed, progress=print)
         predicted = {r["model"]: r for r in predict_models(folder, models)}
-        routes[f"op-wise, {label}"] = np.array([predicted[m]["opwise"]["latency_ms"] for m in models])
-        if label == "design-space profiles":
-            routes["cascade blend"] = np.array([predicted[m]["latency_ms"] for m in models])
+        for route in predicted[models[0]]["routes"]:
+            name = route["route"]
+            routes[f"{name}, {label}"] = np.array(
+                [next(r for r in predicted[m]["routes"] if r["route"] == name)["latency_ms"] for m in models]
+            )
     families = np.array([family(m.removeprefix("pytorchcv:")) for m in models])
     with_kernels = summaries["+ kernel campaign"]
 
@@ -93,6 +97,17 @@ def main() -> None:
         rows = families == name
         cells = [f"{np.median(np.abs(v[rows] - truth[rows]) / truth[rows]):.1%}" for v in routes.values()]
         lines.append(f"| {name} | {int(rows.sum())} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "What `train` ranked on its held-out design-space configs (routes.json; predict shows the first):",
+        "",
+    ]
+    for label, summary in summaries.items():
+        held = summary["routes"]["held_out"]
+        ranking = ", ".join(
+            f"{r} {held[r]['median_abs_error_pct']:.1f} %" for r in summary["routes"]["order"]
+        )
+        lines.append(f"- {label}: {ranking} (median |error|, n = {next(iter(held.values()))['n']})")
     lines += [
         "",
         "Goal (issue 14): median |error| ≤ 4 %, ≥ 90 % within ±10 %, Spearman ≥ 0.99.",

@@ -137,11 +137,47 @@ def test_load_refuses_a_foreign_schema_with_a_clear_message(fitted, tmp_path) ->
         ({"learners": ("xgboost", "svm")}, "learners="),
         ({"interval": 1.5}, "interval=1.5"),
         ({"n_folds": 1}, "n_folds=1"),
+        ({"estimates": ("opwise_ms",)}, "estimates="),
+        ({"estimates": ("log_opwise_ms",), "detrend": False}, "need detrend=True"),
     ],
 )
 def test_bad_hyper_parameters_name_the_value(params, message) -> None:
     with pytest.raises(PredictorError, match=message):
         CascadeBlend(**params)
+
+
+def test_a_log_estimate_joins_the_trend_and_is_followed_beyond_the_training_range(table, tmp_path) -> None:
+    """Latency carries a per-network factor the features cannot see (as a runtime's kernel choices
+    are to FLOPs); another predictor's noisy log estimate sees it. The blend given that estimate
+    learns it, follows it where it leaves the training range (trees alone would stop at the edge),
+    and keeps it through save / load."""
+    x, y = table
+    x, y = x.iloc[:500].reset_index(drop=True), y.iloc[:500].reset_index(drop=True)
+    rng = np.random.default_rng(5)
+    latency = y["latency_ms"].to_numpy() * np.exp(rng.normal(0, 0.3, len(y)))
+    y = y.assign(latency_ms=latency)
+    with_estimate = x.assign(log_estimate=np.log(latency) + rng.normal(0, 0.02, len(y)))
+    train, test = stratified_split(x, 0.25, seed=0)
+    plain = CascadeBlend(**SMALL, order=("latency",)).fit(x.iloc[train], y.iloc[train])
+    given = CascadeBlend(**SMALL, order=("latency",), estimates=("log_estimate",))
+    given.fit(with_estimate.iloc[train], y.iloc[train])
+
+    def median_error(model: CascadeBlend, frame: pd.DataFrame) -> float:
+        predicted = model.predict(frame.iloc[test], ood="none")["latency_ms"].to_numpy()
+        return float(np.median(np.abs(predicted / latency[test] - 1)))
+
+    assert median_error(given, with_estimate) < median_error(plain, x) / 3
+    assert given.stages_["latency"].trend[-1] > 0.7  # the estimate's coefficient in the log trend
+    beyond = with_estimate.iloc[test].assign(log_estimate=lambda f: f["log_estimate"] + np.log(8.0))
+    ratio = (
+        given.predict(beyond, ood="none")["latency_ms"]
+        / given.predict(with_estimate.iloc[test], ood="none")["latency_ms"]
+    )
+    assert ratio.median() > 4
+    given.save(tmp_path / "given")
+    again = load(tmp_path / "given")
+    assert again.estimates == ("log_estimate",)
+    pd.testing.assert_frame_equal(given.predict(beyond), again.predict(beyond))
 
 
 TINY = {"order": ("memory", "latency"), "n_estimators": 30, "forest_estimators": 10, "n_folds": 2}
@@ -369,6 +405,14 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     assert "no rows of energy_j" in row["energy_j_reason"]
     assert row["latency_ms_interval"][0] < row["latency_ms"] < row["latency_ms_interval"][1]
     assert row["opwise"]["latency_ms"] > 0
+    # three latency routes, in the order train ranked them on the held-out configs; the first leads
+    ranking = json.loads((Path(out) / "routes.json").read_text())
+    assert summary["routes"] == ranking
+    assert sorted(ranking["order"]) == ["blend", "blend + op-wise", "op-wise"]
+    assert [r["route"] for r in row["routes"]] == ranking["order"] and row["route"] == ranking["order"][0]
+    assert row["latency_ms"] == row["routes"][0]["latency_ms"] > 0
+    table = infercast("predict", "--predictor", out, config)
+    assert table.returncode == 0 and ranking["order"][0] in table.stdout, table.stderr
 
     evaluated = infercast("evaluate", "--predictor", out, "--db", db, "--json")
     assert evaluated.returncode == 0, evaluated.stderr
@@ -377,6 +421,7 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
         result["n_evaluated"] == summary["n_test"] and result["n_excluded_as_training"] == summary["n_train"]
     )
     assert set(result["targets"]["latency"]["baselines"]) == {"flops", "loglinear"}
+    assert result["combined"]["n"] == result["opwise"]["n"] > 0
 
     foreign = infercast("evaluate", "--predictor", out, "--db", str(tmp_path / "other.db"))
     # a store that does not exist is refused, never created by a command that only reads

@@ -4,11 +4,13 @@ and ``infercast.measure(…)`` call."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from infercast.predict.adapt import Adapted
@@ -16,6 +18,30 @@ from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.opwise import OpWise
+
+# A predictor directory's latency routes: the blend on graph features (the directory itself), the
+# op-wise route (opwise/) and the blend given the op-wise estimate (COMBINED/), ranked in ROUTES_FILE
+COMBINED, COMBINED_DIR = "blend + op-wise", "combined"
+OPWISE_ESTIMATE = "log_opwise_ms"
+ROUTES_FILE = "routes.json"
+
+
+def rank_routes(truth: np.ndarray, predicted: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The routes ordered by median |error| on held-out configs, with their figures."""
+    figures = {}
+    for route, values in predicted.items():
+        error = np.abs(values - truth) / truth
+        figures[route] = {
+            "median_abs_error_pct": float(np.median(error) * 100),
+            "within_10pct": float(np.mean(error <= 0.1)),
+            "n": len(truth),
+        }
+    order = sorted(figures, key=lambda route: figures[route]["median_abs_error_pct"])
+    return {
+        "order": order,
+        "held_out": figures,
+        "criterion": "median |error| of latency on the held-out configs with op profiles",
+    }
 
 
 def model_name(model: Any, graph: Any = None) -> str:
@@ -43,6 +69,19 @@ def opwise_of(folder: str | Path) -> OpWise | None:
     """The op-wise predictor ``train`` wrote beside the blend, if it did."""
     sub = Path(folder) / "opwise"
     return OpWise.load(sub) if (sub / "meta.json").is_file() else None
+
+
+def combined_of(folder: str | Path) -> tuple[CascadeBlend | None, list[str]]:
+    """The blend given the op-wise estimate, if ``train`` wrote one, and the routes' ranking."""
+    sub, ranking = Path(folder) / COMBINED_DIR, Path(folder) / ROUTES_FILE
+    combined = CascadeBlend.load(sub) if (sub / "meta.json").is_file() else None
+    try:
+        order = [str(r) for r in json.loads(ranking.read_text())["order"]]
+    except FileNotFoundError:
+        order = []
+    except (ValueError, KeyError, TypeError) as error:
+        raise PredictorError(f"{ranking}: damaged ({error}); retrain with `infercast train`") from error
+    return combined, order
 
 
 def device_adapted_of(folder: str | Path) -> Any:
@@ -105,8 +144,10 @@ def predict_models(
 ) -> list[dict[str, Any]]:
     """Predict models — model strings, ``nn.Module`` or ``onnx.ModelProto`` objects, ONNX paths —
     with the predictor directory ``folder``: per model latency_ms, energy_j (or None with the
-    reason), peak_memory_mb, their intervals, ``ood`` with its reason, and the op-wise latency
-    where the predictor has one. A model running user code must load within ``timeout_s``."""
+    reason), peak_memory_mb, their intervals, ``ood`` with its reason. Latency comes from the
+    route that was most accurate on the held-out configs (``route``; every route the directory
+    has in ``routes``, best first; the op-wise one also in ``opwise``). A model running user code
+    must load within ``timeout_s``."""
     from infercast.features import features
     from infercast.models.guarded import capture_model
     from infercast.predict.fusion import kernel_table, rules_for
@@ -116,19 +157,29 @@ def predict_models(
         return _predict_device_adapted(adapted, folder, models, input_shape, batch_size, timeout_s)
     blend = load_predictor(folder)
     opwise = opwise_of(folder)
+    combined, order = combined_of(folder) if opwise is not None else (None, [])
     platform = blend.info.platform
     settings = platform.settings
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
+    names = [str(i) for i in range(len(graphs))]
 
     x = feature_frame([features(g) for g in graphs], settings)
     predicted = blend.predict(x)
-    op_predicted = None
+    routes = {"blend": predicted} if "latency" in blend.stages_ else {}
     if opwise is not None:
         rules = rules_for(platform.backend, settings)
-        table = pd.concat(
-            [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)], ignore_index=True
-        )
-        op_predicted = opwise.predict(table)
+        tables = [kernel_table(g, rules, model=n) for n, g in zip(names, graphs, strict=True)]
+        table = pd.concat(tables, ignore_index=True)
+        routes["op-wise"] = opwise.predict(table).loc[names].reset_index(drop=True)
+        if combined is not None:
+            estimate = np.log(routes["op-wise"]["latency_ms"].to_numpy())
+            both = combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate}))
+            op = routes["op-wise"]  # its estimate is an input: its doubts are the combined route's too
+            both["ood"] = both["ood"].to_numpy() | op["ood"].to_numpy(dtype=bool)
+            pairs = zip(both["ood_reason"], op["ood_reason"], strict=True)
+            both["ood_reason"] = ["; ".join(filter(None, pair)) for pair in pairs]
+            routes[COMBINED] = both
+    ranked = [r for r in order if r in routes] + [r for r in routes if r not in order]
     results = []
     for i, model in enumerate(models):
         row = predicted.iloc[i]
@@ -143,20 +194,34 @@ def predict_models(
                 continue
             result[column] = float(row[column])
             result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
+        result["routes"] = [_route(name, routes[name].iloc[i]) for name in ranked]
+        reasons = [row["ood_reason"]]
         result["ood"] = bool(row["ood"])
-        result["ood_reason"] = row["ood_reason"] or None
-        result["interval_note"] = row.get("interval_note") or None
-        if op_predicted is not None:
-            op_row = op_predicted.loc[str(i)]
-            result["opwise"] = {
-                "latency_ms": float(op_row["latency_ms"]),
-                "latency_ms_interval": [float(op_row["latency_ms_low"]), float(op_row["latency_ms_high"])],
-                "kernel_sum_ms": float(op_row["kernel_sum_ms"]),
-                "ood": bool(op_row["ood"]),
-                "ood_reason": op_row["ood_reason"] or None,
-            }
+        if result["routes"]:
+            best = result["routes"][0]
+            result["route"] = best["route"]
+            result["latency_ms"] = best["latency_ms"]
+            result["latency_ms_interval"] = best["latency_ms_interval"]
+            reasons.append(best["ood_reason"])
+            result["ood"] = result["ood"] or best["ood"]
+        reasons = [r for r in reasons if r]
+        result["ood_reason"] = "; ".join(dict.fromkeys(reasons)) or None
+        result["interval_note"] = (routes[ranked[0]].iloc[i] if ranked else row).get("interval_note") or None
+        if "op-wise" in routes:
+            op_row = routes["op-wise"].iloc[i]
+            result["opwise"] = {**_route("op-wise", op_row), "kernel_sum_ms": float(op_row["kernel_sum_ms"])}
         results.append(result)
     return results
+
+
+def _route(name: str, row: pd.Series) -> dict[str, Any]:
+    return {
+        "route": name,
+        "latency_ms": float(row["latency_ms"]),
+        "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+        "ood": bool(row["ood"]),
+        "ood_reason": row["ood_reason"] or None,
+    }
 
 
 def predict_devices(

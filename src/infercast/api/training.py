@@ -8,14 +8,26 @@ and the config ids they saw, so ``evaluate`` scores only configs the predictor n
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from sklearn.base import clone
 
-from infercast.api.predicting import load_predictor, opwise_of
+from infercast.api.predicting import (
+    COMBINED,
+    COMBINED_DIR,
+    OPWISE_ESTIMATE,
+    ROUTES_FILE,
+    combined_of,
+    load_predictor,
+    opwise_of,
+    rank_routes,
+)
 from infercast.datasets import kernel_campaign_configs, resolve_platform, store_tables, training_data
 from infercast.paths import check_output_dir
 from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
@@ -113,9 +125,53 @@ def train(
             {"platform": PlatformInfo.from_row(data.platform).to_meta(), "test_metrics": op_scores},
         )
         summary["opwise_test_metrics"] = op_scores
+        tell("training the blend on the op-wise estimate and ranking the routes")
+        summary["routes"] = _fit_combined(model, data, train_rows, test_rows, op_model, ops, out, metadata)
     elif opwise:
         summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
     return summary
+
+
+def _fit_combined(
+    blend: CascadeBlend,
+    data: Any,
+    train_rows: np.ndarray,
+    test_rows: np.ndarray,
+    op_model: OpWise,
+    ops: Any,
+    out: Path,
+    metadata: dict[str, Any],
+) -> dict[str, Any]:
+    """The third latency route, ``blend + op-wise``: the blend refitted (latency only) with the
+    op-wise estimate as a feature and in its trend — out-of-fold for the training configs, so it
+    learns the errors the op-wise route really makes. Then the three routes are ranked by median
+    |error| on the held-out configs with op profiles (``routes.json``; ``predict`` shows the first)."""
+    ids = data.config_ids
+    test_ops = ops[ops["model"].isin(set(ids[test_rows]))].drop(columns="latency_ms")
+    estimate = pd.concat([op_model.oof_latency_ms_, op_model.predict(test_ops)["latency_ms"]])
+    x = data.x.assign(**{OPWISE_ESTIMATE: np.log(estimate.reindex(ids).to_numpy(dtype=np.float64))})
+    fit_rows = train_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[train_rows])]
+    held_rows = test_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[test_rows])]
+    if len(fit_rows) < 12:
+        return {
+            "order": [],
+            "note": f"blend + op-wise not trained: {len(fit_rows)} training configs have "
+            "an op-wise estimate (needs 12)",
+        }
+    combined = clone(blend).set_params(order=("latency",), estimates=(OPWISE_ESTIMATE,))
+    combined.fit(x.iloc[fit_rows], data.y.iloc[fit_rows])
+    training = {k: v for k, v in metadata["training"].items() if k != "test_metrics"}
+    combined.save(out / COMBINED_DIR, {**metadata, "training": {**training, "n_train": len(fit_rows)}})
+    truth = data.y["latency_ms"].to_numpy(dtype=np.float64)[held_rows]
+    held_x = x.iloc[held_rows]
+    predicted = {
+        COMBINED: combined.predict(held_x, ood="none")["latency_ms"].to_numpy(),
+        "op-wise": np.exp(held_x[OPWISE_ESTIMATE].to_numpy()),
+        "blend": blend.predict(data.x.iloc[held_rows], ood="none")["latency_ms"].to_numpy(),
+    }
+    routes = rank_routes(truth, predicted)
+    (out / ROUTES_FILE).write_text(json.dumps(routes, indent=2))
+    return routes
 
 
 def evaluate(
@@ -148,7 +204,14 @@ def evaluate(
     if opwise is not None and not ops.empty:
         unseen = set(data.config_ids[keep]) & set(ops["model"])
         if unseen:
-            out["opwise"] = opwise.evaluate(ops[ops["model"].isin(unseen)].drop(columns="latency_ms"), e2e)
+            table = ops[ops["model"].isin(unseen)].drop(columns="latency_ms")
+            out["opwise"] = opwise.evaluate(table, e2e)
+            combined, _ = combined_of(folder)
+            if combined is not None:
+                rows = keep & np.isin(data.config_ids, list(unseen))
+                estimate = opwise.predict(table)["latency_ms"].reindex(data.config_ids[rows])
+                x = data.x[rows].assign(**{OPWISE_ESTIMATE: np.log(estimate.to_numpy(dtype=np.float64))})
+                out["combined"] = combined.evaluate(x, data.y[rows])["latency"]
     return out
 
 

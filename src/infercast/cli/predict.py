@@ -94,6 +94,14 @@ def train(
         )
     elif "opwise" in summary:
         console.print(f"op-wise: {summary['opwise']}")
+    routes = summary.get("routes")
+    if routes and routes["order"]:
+        held = routes["held_out"]
+        ranked = ", ".join(f"{r} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
+        console.print(f"latency routes by median |error| on the held-out configs: {ranked}")
+        console.print(f"predict shows {routes['order'][0]} first")
+    elif routes:
+        console.print(routes["note"])
 
 
 @app.command()
@@ -141,16 +149,17 @@ def predict(
         print_json(results)
         return
     table = Table(title=f"predicted by {predictor}")
-    for column in ("model", "latency ms (90 % interval)", "op-wise ms", "peak memory MB", "energy J", "ood"):
-        table.add_column(column, justify="left" if column in ("model", "ood") else "right")
+    columns = ("model", "latency ms (90 % interval)", "route", "other routes ms", "peak memory MB")
+    for column in (*columns, "energy J", "ood"):
+        table.add_column(column, justify="left" if column in ("model", "route", "ood") else "right")
     for r in results:
         latency = _with_interval(r, "latency_ms")
         memory = _with_interval(r, "peak_memory_mb")
         energy = _with_interval(r, "energy_j") if r["energy_j"] is not None else "n/a"
-        opwise = f"{r['opwise']['latency_ms']:.3g}" if "opwise" in r else "–"
+        others = ", ".join(f"{o['route']} {o['latency_ms']:.3g}" for o in r["routes"][1:]) or "–"
         # the first (worst) reason only; --json has them all
         ood = f"[yellow]yes[/]: {r['ood_reason'].split(';')[0]}" if r["ood"] else "no"
-        table.add_row(r["model"], latency, opwise, memory, energy, ood)
+        table.add_row(r["model"], latency, r.get("route", "–"), others, memory, energy, ood)
     console.print(table)
     for r in results:
         if r.get("interval_note"):
@@ -218,6 +227,8 @@ def evaluate(
         console.print(f"[yellow]note[/]: platform {result['platform']} is not the predictor's own")
     if "opwise" in result:
         console.print(_metrics_table("op-wise latency", {"latency": result["opwise"]}))
+    if "combined" in result:
+        console.print(_metrics_table("blend + op-wise latency", {"latency": result["combined"]}))
     for target, reason in result["unavailable"].items():
         console.print(f"{target}: unavailable — {reason}")
 

@@ -6,7 +6,10 @@ earlier stages' log predictions as features):
 1. XGBoost, LightGBM and extremely-randomized trees are fitted on ``log(target)`` minus a
    log-linear trend in FLOPs, parameters and bytes moved (``detrend``, on by default; not in the
    paper): trees cannot extrapolate, so a config larger than any seen would otherwise be
-   predicted as the largest one seen — with the trend it follows the trend's slope;
+   predicted as the largest one seen — with the trend it follows the trend's slope. Another
+   predictor's log estimate of the target (``estimates``: the op-wise route's ``log_opwise_ms``)
+   joins that trend and the features, so the trees learn where it errs and a network unlike the
+   training ones still follows it;
 2. their out-of-fold predictions (folds stratified by batch tier × depth tier, as in the paper)
    choose the blend weights by least squares constrained to be non-negative and sum to 1;
 3. a small LightGBM **residual corrector** for small batches (``batch <= small_batch``, where
@@ -141,6 +144,7 @@ class CascadeBlend(Described, BaseEstimator):
         fast_estimators: int = 150,
         seed: int = 0,
         n_jobs: int = 2,
+        estimates: tuple[str, ...] = (),
     ) -> None:
         self.order = order
         self.learners = learners
@@ -153,6 +157,7 @@ class CascadeBlend(Described, BaseEstimator):
         self.fast_estimators = fast_estimators
         self.seed = seed
         self.n_jobs = n_jobs
+        self.estimates = estimates
         self.metadata: dict[str, Any] = {}
         self._validate()
 
@@ -180,6 +185,11 @@ class CascadeBlend(Described, BaseEstimator):
         for name in ("n_estimators", "forest_estimators", "fast_estimators", "n_jobs"):
             if getattr(self, name) < 1:
                 raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
+        bad = [name for name in self.estimates if not str(name).startswith("log_")]
+        if bad:
+            raise PredictorError(f"estimates={self.estimates!r}: a log estimate's column is named log_*")
+        if self.estimates and not self.detrend:
+            raise PredictorError(f"estimates={self.estimates!r} enter the trend: they need detrend=True")
 
     # -- training -----------------------------------------------------------------------------
     def _make(self, name: str) -> Any:
@@ -189,7 +199,7 @@ class CascadeBlend(Described, BaseEstimator):
 
     def fit(self, x: pd.DataFrame, y: pd.DataFrame) -> CascadeBlend:
         self._validate()
-        for column in ("batch", "depth", *(_TREND_COLUMNS if self.detrend else ())):
+        for column in ("batch", "depth", *(_TREND_COLUMNS if self.detrend else ()), *self.estimates):
             if column not in x.columns:
                 raise PredictorError(f"feature column {column!r} is missing (needed for folds / trend)")
         if len(x) != len(y):
@@ -247,7 +257,8 @@ class CascadeBlend(Described, BaseEstimator):
         against the rows that predicted it)."""
         x, y = full[rows], log_y[rows]
         folds = stratified_folds(labels[rows], self.n_folds, self.seed)
-        index = [self.feature_names_.index(c) for c in _TREND_COLUMNS] if self.detrend else []
+        trend_columns = (*_TREND_COLUMNS, *self.estimates)
+        index = [self.feature_names_.index(c) for c in trend_columns] if self.detrend else []
         design = _design(x, index) if self.detrend else np.zeros((len(x), 1))
         oof = np.zeros((len(rows), len(self.learners)))
         difficulty = np.zeros(len(rows))
@@ -554,6 +565,7 @@ class CascadeBlend(Described, BaseEstimator):
         params = dict(saved["params"])
         params["order"] = tuple(params["order"])
         params["learners"] = tuple(params["learners"])
+        params["estimates"] = tuple(params.get("estimates", ()))
         blend = cls(**params)
         blend.feature_names_ = list(saved["feature_names"])
         blend.depth_edges_ = np.asarray(saved["depth_edges"], dtype=np.float64)
@@ -613,10 +625,15 @@ def _calibrate_fast(
 
 
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:
-    """``[1, log FLOPs, log params, log bytes moved]``: the log-linear trend the trees refine."""
-    flops, params, weights, activations = (x[:, i] for i in index)
+    """``[1, log FLOPs, log params, log bytes moved, *log estimates]``: the log-linear trend the
+    trees refine (indices beyond the first four are columns already in log space)."""
+    flops, params, weights, activations = (x[:, i] for i in index[:4])
     return np.column_stack(
-        [np.ones(len(x)), *(np.log(np.clip(v, 1.0, None)) for v in (flops, params, weights + activations))]
+        [
+            np.ones(len(x)),
+            *(np.log(np.clip(v, 1.0, None)) for v in (flops, params, weights + activations)),
+            *(x[:, i] for i in index[4:]),
+        ]
     )
 
 

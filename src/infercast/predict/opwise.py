@@ -258,6 +258,7 @@ class OpWise(Described):
             c: [float(features[c].min()), float(features[c].max())] for c in _MODEL_RANGE_COLUMNS
         }
         predicted = np.exp(oof_log)
+        self.oof_latency_ms_ = pd.Series(predicted, index=pd.Index(models, name="model"))
         self.training_ = {
             "n_models": len(models),
             "n_kernels": len(table),
