@@ -29,9 +29,11 @@ browser:
 
 # Three workers, each test file on one of them (module fixtures stay shared): on a 2-core machine
 # the suite's tests spend part of their time waiting (Ray nodes, subprocess deadlines), so a third
-# worker fills it (measured: 425 s of pytest against 478 s with two).
+# worker fills it (measured: 425 s of pytest against 478 s with two). Files start in the order
+# tests/conftest.py gives (longest first); xdist would otherwise reorder them by their number of
+# tests, which started the 4-test Ray file last and left it running alone for minutes.
 test: lint browser
-	$(BIN)/python -m pytest -n 3 --dist loadfile
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 demo: $(STAMP)
 	$(BIN)/infercast demo

@@ -31,21 +31,24 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
 
 
 # Longest files first (seconds measured here, three workers on two cores): `make test` runs three
-# workers that each take whole files (`-n 3 --dist loadfile`), and a long file started last
-# leaves one worker running minutes after the others have finished.
+# workers that each take whole files (`-n 3 --dist loadfile --no-loadscope-reorder`: xdist keeps
+# this order instead of its own by number of tests), and a long file started last leaves one
+# worker running minutes after the others have finished.
 LONGEST_FIRST = (
-    "test_distributed.py",  # ~300 s (mostly Ray waiting on nodes: slow beside busy workers)
-    "test_readme.py",  # ~200 s
-    "test_predict.py",  # ~115 s
-    "test_demo.py",  # ~95 s
-    "test_transfer.py",  # ~70 s
+    "test_distributed.py",  # ~350 s (mostly Ray waiting on nodes: slow beside busy workers)
+    "test_readme.py",  # ~230 s
+    "test_predict.py",  # ~190 s
+    "test_devices.py",  # ~140 s
+    "test_profile.py",  # ~120 s
+    "test_demo.py",  # ~110 s
+    "test_transfer.py",  # ~100 s
+    "test_screen.py",  # ~75 s
     "test_hostile.py",  # ~60 s
-    "test_profile.py",  # ~55 s
-    "test_screen.py",  # ~45 s
-    "test_drift.py",  # ~35 s
+    "test_drift.py",  # ~50 s
     "test_store.py",  # ~35 s
     "test_measure.py",  # ~35 s
     "test_space_carb_resnet.py",  # ~30 s
+    "test_overhead.py",  # ~25 s
     "test_space_mobile_nas.py",  # ~20 s
     "test_cli.py",  # ~20 s
     "test_intervals.py",  # ~15 s

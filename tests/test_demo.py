@@ -24,6 +24,8 @@ def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
         "50000",
         "--shortlist",
         "2",
+        "--kernels",
+        "4",
         "--quick",
         "--json",
     )
@@ -37,6 +39,15 @@ def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
         network["model"] == "torchvision:resnet18"
         and network["measured_ms"] > 0
         and network["predicted_ms"] > 0
+    )
+    # the kernel campaign ran and taught the op-wise route; the networks' errors are per route
+    assert data["kernels"]["in_store"] >= 1 and "kernel networks" in data["train"]["kernel_campaign"]
+    assert sorted(network["routes_ms"]) == ["blend", "blend + op-wise", "op-wise"]
+    assert network["route"] == data["train"]["routes"]["order"][0]
+    assert network["predicted_ms"] == network["routes_ms"][network["route"]]
+    errors = data["network_errors"]
+    assert errors["n"] == 1 and errors["median_abs_error"][network["route"]] == abs(
+        network["predicted_ms"] / network["measured_ms"] - 1
     )
     assert data["screen"]["candidates"] == 50000 and 0 <= data["screen"]["stage1"]["elimination_rate"] <= 1
     # the budgets are the measured configs' lower quartile of latency and median memory: some of

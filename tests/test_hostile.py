@@ -355,6 +355,7 @@ CASES = [
     ),
     ("demo-negative-minutes", "demo --dir {w}/demo-neg --minutes -1", 2, "--minutes", ["demo-neg"]),
     ("demo-zero-configs", "demo --dir {w}/demo-zero --configs 0", 2, "--configs", ["demo-zero"]),
+    ("demo-negative-kernels", "demo --dir {w}/demo-nk --kernels -1", 2, "--kernels", ["demo-nk"]),
     (
         "screen-bad-objective",
         "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --objectives speed",

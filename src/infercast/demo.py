@@ -7,6 +7,7 @@ store (configs measured before are not measured again).
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,16 @@ params:
   batch: [1, 2, 4]
   precision: [fp32]
 """
+# The demo's kernel campaign: one-kernel networks at shapes real CNNs run, restricted to the maps
+# of the demo's 128² networks (64² after their stem and smaller); their op rows teach the op-wise
+# kernel regressors what the design space lacks (depthwise convs, concats, SE blocks, shuffles)
+DEMO_KERNELS = """\
+name: demo-kernels
+family: kernels
+params:
+  side: {min: 1, max: 64}
+"""
+DESIGN_SHARE, KERNEL_SHARE = 0.45, 0.2  # of --minutes: the design-space and the kernel campaign
 # real networks never seen in training, at an input size the demo space covers
 ZOO = (
     "torchvision:resnet18",
@@ -38,7 +49,7 @@ MIN_CONFIGS = 12  # what `train` needs
 
 
 def _check_request(
-    folder: str | Path, minutes: float, configs: int, zoo: int, candidates: int, shortlist: int
+    folder: str | Path, minutes: float, configs: int, zoo: int, candidates: int, shortlist: int, kernels: int
 ) -> None:
     """Refuse a demo that cannot run as asked before anything is created or measured."""
     from infercast.errors import InfercastError
@@ -52,6 +63,8 @@ def _check_request(
         )
     if not 1 <= zoo <= len(ZOO):
         raise InfercastError(f"--zoo {zoo}: between 1 and {len(ZOO)} real networks")
+    if kernels < 0:
+        raise InfercastError(f"--kernels {kernels}: the kernel campaign's size is 0 (none) or more")
     if candidates < 1 or shortlist < 1:
         raise InfercastError(f"--candidates {candidates} and --shortlist {shortlist} must be at least 1")
     check_output_dir(folder)
@@ -66,10 +79,12 @@ def run_demo(
     shortlist: int = 5,
     progress: Progress | None = None,
     fast: bool = False,
+    kernels: int = 120,
 ) -> dict[str, Any]:
     """Run every stage; ``progress(step, figures)`` hears each step's one-line result as it ends.
-    ``minutes`` bounds the profiling step (about half of it); ``fast`` shortens the measurement
-    protocol and the learners for a quick check (the CI test)."""
+    ``minutes`` bounds the profiling (45 % of it for the design space, a fifth for the
+    ``kernels``-network kernel campaign); ``fast`` shortens the measurement protocol and the
+    learners for a quick check (the CI test)."""
     from infercast import screen
     from infercast.api import predict_models, train
     from infercast.measure import Protocol, backends, campaign_rows, measure, platform_of, run_campaign
@@ -78,12 +93,14 @@ def run_demo(
     from infercast.store import Store
     from infercast.units import bytes_to_mb
 
-    _check_request(folder, minutes, configs, zoo, candidates, shortlist)
+    _check_request(folder, minutes, configs, zoo, candidates, shortlist, kernels)
     tell = progress or (lambda step, figures: None)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     space_file = folder / "space.yaml"
     space_file.write_text(DEMO_SPACE)
+    kernel_file = folder / "kernels.yaml"
+    kernel_file.write_text(DEMO_KERNELS)
     db = folder / "runs.db"
     backend = backends.get("ort-cpu", threads=1, opt_level="all")
     protocol = (
@@ -95,7 +112,7 @@ def run_demo(
 
     # 1. profile a stratified sample, in slices, until the count or the time budget is reached
     started = time.perf_counter()
-    budget_s = minutes * 60 * 0.5
+    budget_s = minutes * 60 * DESIGN_SHARE
     rows, _ = campaign_rows(str(space_file), configs, seed=0, stratified=True)
     with Store(db) as store:
         store.add_platform(platform_of(backend))
@@ -124,13 +141,49 @@ def run_demo(
     }
     tell("profile", results["profile"])
 
+    # 1b. the kernel campaign, in the time left of its share
+    campaigns = ["demo"]
+    if kernels:
+        started = time.perf_counter()
+        kernel_rows, _ = campaign_rows(str(kernel_file), kernels, seed=0, stratified=False)
+        with Store(db) as store:
+            before = len(store.done(platform_of(backend).id, "demo-kernels"))
+
+        def kernel_progress(event: str, state: dict[str, Any]) -> None:
+            if event in ("done", "failed"):
+                measured = before + state["done"]
+                tell("kernels-progress", {"measured": measured, "target": len(kernel_rows)})
+
+        kernel_summary = run_campaign(
+            kernel_rows,
+            db,
+            backend,
+            "demo-kernels",
+            protocol,
+            op_runs=3,
+            progress=kernel_progress,
+            deadline=time.monotonic() + minutes * 60 * KERNEL_SHARE,
+        )
+        results["kernels"] = {
+            "measured_now": kernel_summary["done"],
+            "failed": kernel_summary["failed"],
+            "in_store": before + kernel_summary["done"],
+            "left_for_a_rerun": kernel_summary["left"],
+            "seconds": time.perf_counter() - started,
+        }
+        tell("kernels", results["kernels"])
+        if results["kernels"]["in_store"]:
+            campaigns.append("demo-kernels")
+
     # 2–3. train both predictors, score the held-out configs
     started = time.perf_counter()
     predictor = folder / "predictor"
     blend = CascadeBlend(n_estimators=150 if fast else 400, forest_estimators=60 if fast else 200, n_folds=4)
-    trained = train(db, predictor, campaigns=["demo"], blend=blend)
+    trained = train(db, predictor, campaigns=campaigns, blend=blend)
     results["train"] = {
         **{k: trained[k] for k in ("n_train", "n_test", "unavailable")},
+        "kernel_campaign": trained.get("kernel_campaign"),
+        "routes": trained.get("routes"),
         "seconds": time.perf_counter() - started,
     }
     tell("train", results["train"])
@@ -150,9 +203,10 @@ def run_demo(
         networks.append(
             {
                 "model": p["model"],
+                "route": p.get("route"),
                 "predicted_ms": p["latency_ms"],
                 "interval": p["latency_ms_interval"],
-                "opwise_ms": p.get("opwise", {}).get("latency_ms"),
+                "routes_ms": {r["route"]: r["latency_ms"] for r in p["routes"]},
                 "measured_ms": m.get("low_ms"),
                 "predicted_memory_mb": p["peak_memory_mb"],
                 "measured_memory_mb": bytes_to_mb(m.get("peak_memory_bytes")) or None,
@@ -162,7 +216,11 @@ def run_demo(
             }
         )
     results["networks"] = networks
-    tell("networks", {"networks": networks, "seconds": time.perf_counter() - started})
+    results["network_errors"] = _network_errors(networks)
+    tell(
+        "networks",
+        {"networks": networks, "errors": results["network_errors"], "seconds": time.perf_counter() - started},
+    )
 
     # 5. screen a million candidates against a budget set from what was measured
     started = time.perf_counter()
@@ -200,3 +258,17 @@ def run_demo(
     results["report"] = {"path": str(html), "seconds": time.perf_counter() - started}
     tell("report", results["report"])
     return results
+
+
+def _network_errors(networks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error| of each latency route over the real networks that were measured."""
+    measured = [n for n in networks if n["measured_ms"]]
+    per_route = {
+        route: statistics.median(abs(n["routes_ms"][route] / n["measured_ms"] - 1) for n in measured)
+        for route in (measured[0]["routes_ms"] if measured else ())
+    }
+    return {
+        "n": len(measured),
+        "route": measured[0]["route"] if measured else None,
+        "median_abs_error": per_route,
+    }

@@ -20,11 +20,19 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
             f"[bold]profile[/]: {figures['measured_now']} configs measured now, "
             f"{figures['in_store']} in the store ({figures['seconds']:.0f} s)"
         )
-    if step == "train":
+    if step == "kernels":
         return (
-            f"[bold]train[/]: CARB cascade blend + op-wise on {figures['n_train']} configs "
-            f"({figures['seconds']:.0f} s)"
+            f"[bold]kernel campaign[/]: {figures['measured_now']} one-kernel networks measured now, "
+            f"{figures['in_store']} in the store ({figures['seconds']:.0f} s)"
         )
+    if step == "train":
+        line = f"[bold]train[/]: CARB cascade blend + op-wise on {figures['n_train']} configs"
+        if figures.get("kernel_campaign"):
+            line += f" + a kernel campaign ({figures['kernel_campaign']})"
+        routes = figures.get("routes") or {}
+        if routes.get("order"):
+            line += f"; predict uses {routes['order'][0]} (best on held-out configs)"
+        return line + f" ({figures['seconds']:.0f} s)"
     if step == "evaluate":
         parts = []
         for target, m in figures["test_metrics"].items():
@@ -36,7 +44,10 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
         return "[bold]evaluate[/] (held-out configs): " + "; ".join(parts)
     if step == "networks":
         count = len(figures["networks"])
-        return f"[bold]real networks[/]: {count} predicted, then measured ({figures['seconds']:.0f} s)"
+        return (
+            f"[bold]real networks[/]: {count} predicted, then measured: {_errors(figures['errors'])} "
+            f"({figures['seconds']:.0f} s)"
+        )
     if step == "screen":
         s1 = figures["stage1"]
         return (
@@ -59,13 +70,26 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
     return None
 
 
+def _errors(errors: dict[str, Any]) -> str:
+    if not errors["n"]:
+        return "none could be measured"
+    best, medians = errors["route"], errors["median_abs_error"]
+    others = ", ".join(f"{r} {v:.1%}" for r, v in medians.items() if r != best)
+    return f"median |error| {medians[best]:.1%} ({best})" + (f"; {others}" if others else "")
+
+
 @app.command()
 def demo(
-    minutes: float = typer.Option(10.0, "--minutes", help="time budget; profiling takes about half"),
+    minutes: float = typer.Option(
+        10.0, "--minutes", help="time budget; profiling takes about two thirds of it"
+    ),
     folder: Path = typer.Option(
         Path("infercast-demo"), "--dir", help="where the store, predictor and report go"
     ),
     configs: int = typer.Option(160, "--configs", help="design-space configs to profile (resumes)"),
+    kernels: int = typer.Option(
+        120, "--kernels", help="one-kernel networks of the kernel campaign (0: none; resumes)"
+    ),
     zoo: int = typer.Option(5, "--zoo", help="real networks to predict and measure (1–5)"),
     candidates: int = typer.Option(1_000_000, "--candidates", help="candidates to screen"),
     shortlist: int = typer.Option(5, "--shortlist", help="shortlist size (measured to validate)"),
@@ -79,12 +103,15 @@ def demo(
         if step == "profile-progress":
             status.update(f"profiling: {figures['measured']} of {figures['target']} configs measured")
             return
+        if step == "kernels-progress":
+            status.update(f"kernel campaign: {figures['measured']} of {figures['target']} kernels measured")
+            return
         line = _line(step, figures)
         if line and not as_json:
             console.print(line)
 
     def body() -> dict[str, Any]:
-        return run_demo(folder, minutes, configs, zoo, candidates, shortlist, progress, quick)
+        return run_demo(folder, minutes, configs, zoo, candidates, shortlist, progress, quick, kernels)
 
     with console.status("profiling", spinner="dots") as status:
         results = run_guarded(body)
@@ -95,24 +122,29 @@ def demo(
     for column in (
         "model",
         "predicted ms (90 %)",
-        "op-wise ms",
         "measured ms",
         "error",
+        "other routes' errors",
         "memory MB pred / meas",
         "ood",
     ):
         table.add_column(column, justify="left" if column in ("model", "ood") else "right")
     for n in results["networks"]:
         if n["measured_ms"] is None:
-            table.add_row(n["model"], f"{n['predicted_ms']:.3g}", "", f"failed: {n['failure']}", "", "", "")
+            table.add_row(n["model"], f"{n['predicted_ms']:.3g}", f"failed: {n['failure']}", "", "", "", "")
             continue
         error = (n["predicted_ms"] - n["measured_ms"]) / n["measured_ms"]
+        others = ", ".join(
+            f"{route} {ms / n['measured_ms'] - 1:+.0%}"
+            for route, ms in n["routes_ms"].items()
+            if route != n["route"]
+        )
         table.add_row(
             n["model"],
             f"{n['predicted_ms']:.3g} ({n['interval'][0]:.3g}–{n['interval'][1]:.3g})",
-            f"{n['opwise_ms']:.3g}" if n["opwise_ms"] else "–",
             f"{n['measured_ms']:.3g}",
-            f"{error:+.0%}",
+            f"{error:+.0%} ({n['route']})",
+            others or "–",
             f"{n['predicted_memory_mb']:.3g} / {n['measured_memory_mb']:.3g}"
             if n["measured_memory_mb"]
             else "–",
@@ -130,6 +162,15 @@ def demo(
             f"interval coverage {_pct(m.get('coverage'))}; "
             f"FLOPs baseline MAPE {m['baselines']['flops']['mape']:.1f} %",
         )
+    routes = results["train"].get("routes") or {}
+    if routes.get("order"):
+        held = routes["held_out"]
+        summary.add_row(
+            "latency routes, held-out",
+            ", ".join(f"{r} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
+            + f" median |error| (n={held[routes['order'][0]]['n']}); predict uses the first",
+        )
+    summary.add_row("real networks", _errors(results["network_errors"]))
     for target, reason in results["train"]["unavailable"].items():
         summary.add_row(target, f"no sensor on this host — {reason}" if target == "energy" else reason)
     s1 = results["screen"]["stage1"]
