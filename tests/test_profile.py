@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from infercast.measure import campaign_rows
 from infercast.store import Store
 
 from .helpers import FAST
@@ -85,6 +86,40 @@ def test_profile_then_resume(space_file, tmp_path) -> None:
         assert len(frame) == summary["done"] and frame["config_id"].is_unique
         assert frame["features"].map(json.loads).map(lambda f: f["flops"] > 0).all()
         assert store.platforms().loc[0, "settings"] == {"threads": 1, "device": "cpu", "opt_level": "all"}
+
+
+def test_adaptive_kernel_campaign_draws_its_second_half_around_the_worst_kernels(
+    kernel_file, tmp_path
+) -> None:
+    db = str(tmp_path / "adaptive.db")
+    command = profile_command(
+        kernel_file, db, 8, "--kernels", "--adaptive", "--op-runs", "2", "--no-sentinels"
+    )
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    adaptive = summary["adaptive"]
+    # half drawn from real shapes, the other half around the quarter of them predicted worst
+    assert adaptive["first_half"] == 4 and 1 <= adaptive["second_half"] <= 4
+    assert len(adaptive["drawn_around"]) == 1
+    assert adaptive["hard_kernels_min_abs_log_error"] >= adaptive["first_half_median_abs_log_error"]
+    with Store(db) as store:
+        measured = store.measurements()
+    assert summary["done"] + summary["failed"] == adaptive["first_half"] + adaptive["second_half"]
+    assert measured["config_id"].is_unique and len(measured) == summary["done"]
+    origin = adaptive["drawn_around"][0]
+    first_rows, _ = campaign_rows(kernel_file, 4, seed=0, stratified=False)
+    second = measured[~measured["config_id"].isin({r["id"] for r in first_rows})]
+    assert len(second) >= 1 and second["model"].str.contains(f"op={origin['op']}&").all()
+    # the second half is planned again from the same measurements: a rerun has nothing left to do
+    again = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads(again.stdout)
+    assert rerun["done"] == 0 and rerun["skipped"] == summary["done"]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert "around the 1 the kernel regressors predicted worst" in " ".join(text.stdout.split()), text.stderr
+    wrong = subprocess.run(profile_command(kernel_file, db, 8, "--adaptive"), capture_output=True, text=True)
+    assert wrong.returncode == 2 and "--adaptive" in wrong.stderr
 
 
 @pytest.mark.parametrize("kind", ["design space", "kernel campaign"])

@@ -10,7 +10,7 @@ import torch
 from infercast.features import FEATURE_NAMES, features
 from infercast.graph import capture
 from infercast.space import SpaceError, get
-from infercast.space.kernels import OPS, canonical, kernel_shapes
+from infercast.space.kernels import OPS, canonical, kernel_shapes, sample_around
 
 RESTRICTED = """
 name: small-kernels
@@ -51,6 +51,26 @@ def test_sampled_kernels_follow_real_shapes_inside_the_declared_ranges(tmp_path)
     _inside(small, restricted)
     assert set(restricted["op"]) <= {"conv", "dwconv", "add", "pool_max", "se"}
     assert restricted["side"].between(4, 32).all() and restricted["cin"].between(8, 96).all()
+
+
+def test_kernels_drawn_around_given_ones_stay_near_them_inside_the_space(tmp_path) -> None:
+    """An adaptive campaign's second half: neighbours of the kernels it names, nothing else."""
+    path = tmp_path / "small.yaml"
+    path.write_text(RESTRICTED)
+    small = get(str(path))
+    pool = small.sample(200, seed=3)
+    names = [p.name for p in small.params]
+    shapes = pd.concat([pool[pool["op"] == op].head(1) for op in ("dwconv", "se")])[names]
+    around = sample_around(small, shapes, 40, seed=0)
+    assert len(around) == 40 and set(around["op"]) == {"dwconv", "se"}
+    _inside(small, around)
+    for op, origin in shapes.set_index("op").iterrows():
+        drawn = around[around["op"] == op]
+        assert drawn["side"].between(0.75 * origin["side"] - 1, 1.25 * origin["side"] + 1).all(), op
+        assert drawn["cin"].between(0.75 * origin["cin"] - 8, 1.25 * origin["cin"] + 8).all(), op
+    pd.testing.assert_frame_equal(around, sample_around(small, shapes, 40, seed=0))
+    with pytest.raises(SpaceError, match="not the kernels space"):
+        sample_around(get("carb-resnet"), shapes, 4)
 
 
 def test_every_op_runs_as_one_kernel() -> None:

@@ -179,6 +179,11 @@ def profile(
         "--kernels",
         help="a kernel campaign: one-kernel networks at shapes real CNNs execute, each op profiled",
     ),
+    adaptive: bool = typer.Option(
+        False,
+        "--adaptive",
+        help="with --kernels: half the kernels drawn around those the kernel regressors predict worst",
+    ),
     n: int = typer.Option(500, "--n", help="configurations to sample"),
     seed: int = typer.Option(0, "--seed"),
     db: Path = typer.Option(Path("runs.db"), "--db", help="the store file (created if missing)"),
@@ -218,6 +223,12 @@ def profile(
 
     if space is None and not kernels:
         err_console.print("[bold red]error:[/] give --space NAME (or --kernels for a kernel campaign)")
+        raise typer.Exit(2)
+    if adaptive and (not kernels or ray_address is not None or limit is not None):
+        err_console.print(
+            "[bold red]error:[/] --adaptive plans a local kernel campaign: use it with --kernels, "
+            "without --ray or --limit"
+        )
         raise typer.Exit(2)
     chosen_space = space or "kernels"
     if devices and ray_address is None:
@@ -266,6 +277,13 @@ def profile(
                 "limit": limit,
             }
             settings = _settings(backend, threads, opt_level)
+            if adaptive:
+                from infercast.api.kernel_campaigns import profile_kernels_adaptive
+
+                del common["stratified"], common["limit"]
+                return profile_kernels_adaptive(
+                    chosen_space, n, db, backend, **common, sentinels=sentinels, **settings
+                )
             if ray_address is None:
                 return run_profile(chosen_space, n, db, backend, **common, sentinels=sentinels, **settings)
             try:
@@ -296,6 +314,13 @@ def profile(
     )
     if summary.get("restricted"):
         console.print(f"note: {summary['restricted']}")
+    if summary.get("adaptive"):
+        a = summary["adaptive"]
+        console.print(
+            f"adaptive: {a['first_half']} kernels drawn from real CNN shapes, then {a['second_half']} "
+            f"around the {len(a['drawn_around'])} the kernel regressors predicted worst (|log error| >= "
+            f"{a['hard_kernels_min_abs_log_error']:.2f}; median {a['first_half_median_abs_log_error']:.2f})"
+        )
     drift = _drift_line(summary)
     if drift:
         console.print(drift)

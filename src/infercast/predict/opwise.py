@@ -213,6 +213,19 @@ class OpWise(Described):
             chosen[subsets[op_type]] = oof[choice[op_type]][subsets[op_type]]
         return choice, np.exp(chosen), scores
 
+    def kernel_errors(self, ops: pd.DataFrame) -> pd.DataFrame:
+        """Where the kernel regressors are least sure: every kernel of the op table ``ops`` (with
+        latencies) with its out-of-fold ``abs_log_error`` — regressors chosen and fitted as ``fit``
+        does, each model's kernels predicted by those fitted without that model (group k-fold).
+        An adaptive kernel campaign measures more around the worst."""
+        table = _timed(kernels(ops))
+        n_models = table["model"].nunique()
+        if n_models < 2:
+            raise PredictorError(f"kernel errors need op rows of two models or more; {n_models} given")
+        _, predicted, _ = self._choose_kernel_learners(table, min(self.n_folds, n_models), table.head(0))
+        truth = np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None)
+        return table[["model", "op_type"]].assign(abs_log_error=np.abs(np.log(predicted / truth)))
+
     def fit(self, ops: pd.DataFrame, e2e: pd.DataFrame, kernel_ops: pd.DataFrame | None = None) -> OpWise:
         """Kernel regressors on the op rows of ``ops`` and ``kernel_ops`` (a kernel campaign's:
         one-kernel networks, no end-to-end role), the overhead model on the models of ``ops`` that
@@ -258,6 +271,7 @@ class OpWise(Described):
             c: [float(features[c].min()), float(features[c].max())] for c in _MODEL_RANGE_COLUMNS
         }
         predicted = np.exp(oof_log)
+        # the out-of-fold end-to-end estimates: what a model stacked on this route learns from
         self.oof_latency_ms_ = pd.Series(predicted, index=pd.Index(models, name="model"))
         self.training_ = {
             "n_models": len(models),

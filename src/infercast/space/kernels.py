@@ -238,25 +238,7 @@ class Kernels(Space):
         and activations ``params`` exclude are never drawn, nor are kernels whose canonical values
         fall outside ``params`` (drawn again). ``stratified`` does not apply: the real shapes'
         frequencies are the point."""
-        shapes = kernel_shapes()
-        by_name = {p.name: p for p in params}
-        usable = shapes["op"].isin(by_name["op"].choices) & shapes["act"].isin(by_name["act"].choices)
-        shapes = shapes[usable.to_numpy()].reset_index(drop=True)
-        if shapes.empty:
-            raise SpaceError("no harvested kernel shape has an op and activation this space allows")
-        kept: list[pd.DataFrame] = []
-        for _ in range(100):
-            drawn = _jittered(shapes, by_name, rng, 2 * n + 16)
-            inside = np.ones(len(drawn), dtype=bool)
-            for p in params:
-                inside &= drawn[p.name].isin(p.choices).to_numpy()
-            kept.append(drawn[inside])
-            if sum(len(k) for k in kept) >= n:
-                break
-        else:
-            raise SpaceError(f"{self.name}: too few harvested kernel shapes fit the space's parameters")
-        frame = pd.concat(kept, ignore_index=True).head(n)
-        return {p.name: frame[p.name].to_numpy() for p in params}
+        return _draw_around(kernel_shapes(), params, rng, n, "harvested kernel shapes")
 
     def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
         return self.draw_within(self.params, rng, n, stratified)
@@ -284,6 +266,42 @@ class Kernels(Space):
         for config in frame[[p.name for p in self.params]].to_dict(orient="records"):
             rows.append(features(capture(self.build(config, "meta"), self.input_shape(config))))
         return pd.DataFrame(rows, columns=list(FEATURE_NAMES), index=getattr(configs, "index", None))
+
+
+def sample_around(space: Space, shapes: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
+    """``n`` kernels of ``space`` (``kernels`` or a YAML restriction of it) around ``shapes``
+    (rows of kernel parameters), each drawn shape moved to a random neighbour as the sampler
+    moves the harvested ones, with ``id`` and ``model``: what an adaptive kernel campaign
+    measures next around the kernels its regressors predicted worst."""
+    if space.string_name != "kernels":
+        raise SpaceError(f"{space.name} is not the kernels space or a restriction of it")
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(_draw_around(shapes, space.params, rng, n, "the given kernels"))
+    return space.with_ids(frame)
+
+
+def _draw_around(
+    shapes: pd.DataFrame, params: tuple[Param, ...], rng: np.random.Generator, n: int, what: str
+) -> dict[str, np.ndarray]:
+    """``n`` kernels moved from ``shapes`` (``_jittered``) that fall inside ``params``."""
+    by_name = {p.name: p for p in params}
+    usable = shapes["op"].isin(by_name["op"].choices) & shapes["act"].isin(by_name["act"].choices)
+    shapes = shapes[usable.to_numpy()].reset_index(drop=True)
+    if shapes.empty:
+        raise SpaceError(f"none of {what} has an op and activation this space allows")
+    kept: list[pd.DataFrame] = []
+    for _ in range(100):
+        drawn = _jittered(shapes, by_name, rng, 2 * n + 16)
+        inside = np.ones(len(drawn), dtype=bool)
+        for p in params:
+            inside &= drawn[p.name].isin(p.choices).to_numpy()
+        kept.append(drawn[inside])
+        if sum(len(k) for k in kept) >= n:
+            break
+    else:
+        raise SpaceError(f"too few of {what} fit the space's parameters")
+    frame = pd.concat(kept, ignore_index=True).head(n)
+    return {p.name: frame[p.name].to_numpy() for p in params}
 
 
 def _snap(values: np.ndarray, choices: Sequence[Any]) -> np.ndarray:
