@@ -3,10 +3,12 @@ same profiles plus a kernel campaign (``infercast profile --kernels``), scored o
 never trained on (benchmarks/real_networks.txt measured in two campaigns: truth and noise).
 
     .venv/bin/python benchmarks/kernel_campaign.py --db DB \\
-        --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNEL_CAMPAIGN --real-a real-a --real-b real-b
+        --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNEL_CAMPAIGN [--kernels …] \\
+        --real-a real-a --real-b real-b
 
-Both predictors go through ``infercast train`` (``api.train``) with the same seed; the kernel
-campaign's networks only add op rows to the kernel regressors. Per latency route of each predictor
+Every predictor (design-space profiles alone, and with each kernel campaign) goes through
+``infercast train`` (``api.train``) with the same seed; a kernel campaign's networks only add op
+rows to the kernel regressors. Per latency route of each predictor
 (blend, op-wise, blend + op-wise, and the one ``train`` ranked first on its held-out configs, which
 ``predict`` shows): median |error|, ±10 %, Spearman, per architecture family. Appends its result
 to benchmarks/RESULTS.md.
@@ -38,7 +40,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True)
     parser.add_argument("--campaign", action="append", required=True, help="design-space campaign(s)")
-    parser.add_argument("--kernels", required=True, help="the kernel campaign")
+    parser.add_argument(
+        "--kernels", action="append", required=True, help="a kernel campaign (repeat: each trained apart)"
+    )
     parser.add_argument("--real-a", required=True)
     parser.add_argument("--real-b", required=True)
     parser.add_argument("--seed", type=int, default=0)
@@ -52,14 +56,12 @@ def main() -> None:
     models = [m for m in a.index if m in b.index]
     truth = a.loc[models, "low_ms"].to_numpy(dtype=np.float64)
     noise = np.abs(b.loc[models, "low_ms"].to_numpy(dtype=np.float64) - truth) / truth
-    kernel_rows = measured[measured["campaign"] == args.kernels]
 
     routes: dict[str, np.ndarray] = {}
     summaries = {}
-    for label, campaigns in (
-        ("design-space profiles", args.campaign),
-        ("+ kernel campaign", [*args.campaign, args.kernels]),
-    ):
+    trainings = {"design-space profiles": args.campaign}
+    trainings.update({f"+ {kernels}": [*args.campaign, kernels] for kernels in args.kernels})
+    for label, campaigns in trainings.items():
         folder = Path(tempfile.mkdtemp(prefix="infercast-kernels-"))
         summaries[label] = train(args.db, folder, campaigns=campaigns, seed=args.seed, progress=print)
         predicted = {r["model"]: r for r in predict_models(folder, models)}
@@ -69,7 +71,6 @@ def main() -> None:
                 [next(r for r in predicted[m]["routes"] if r["route"] == name)["latency_ms"] for m in models]
             )
     families = np.array([family(m.removeprefix("pytorchcv:")) for m in models])
-    with_kernels = summaries["+ kernel campaign"]
 
     lines = [
         "",
@@ -77,11 +78,13 @@ def main() -> None:
         "",
         "`.venv/bin/python benchmarks/kernel_campaign.py --db DB "
         + " ".join(f"--campaign {c}" for c in args.campaign)
-        + f" --kernels {args.kernels} --real-a {args.real_a} --real-b {args.real_b}` ({machine()}; "
+        + "".join(f" --kernels {k}" for k in args.kernels)
+        + f" --real-a {args.real_a} --real-b {args.real_b}` ({machine()}; "
         f"{time.perf_counter() - started:.0f} s). ONNX Runtime CPU, 1 thread; {len(models)} pytorchcv "
         f"networks at 1×3×224×224 never trained on; truth `{args.real_a}` (`low_ms`), noise "
-        f"|`{args.real_b}` − `{args.real_a}`| / `{args.real_a}`. Kernel campaign: "
-        f"{len(kernel_rows)} one-kernel networks ({with_kernels.get('kernel_campaign', '–')}).",
+        f"|`{args.real_b}` − `{args.real_a}`| / `{args.real_a}`. Kernel campaigns: "
+        + "; ".join(f"`{k}` {summaries[f'+ {k}'].get('kernel_campaign', '–')}" for k in args.kernels)
+        + ".",
         "",
         "| route | median abs. error | ±10 % | Spearman |",
         "|---|---|---|---|",

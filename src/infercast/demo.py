@@ -1,7 +1,8 @@
 """The main job on the embedded default — this CPU through ONNX Runtime, a SQLite file — end to end:
-profile → train → evaluate → predict and measure real networks → screen a million → validate →
-report. ``run_demo`` is what ``infercast demo`` and ``make demo`` run; rerunning resumes from the
-store (configs measured before are not measured again).
+profile a design space and a kernel campaign → train → evaluate → predict and measure real
+networks → screen a million → validate → report. ``run_demo`` is what ``infercast demo`` and
+``make demo`` run; rerunning resumes from the store (configs measured before are not measured
+again).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def run_demo(
     }
     tell("profile", results["profile"])
 
-    # 1b. the kernel campaign, in the time left of its share
+    # 1b. the kernel campaign, within its share of the minutes
     campaigns = ["demo"]
     if kernels:
         started = time.perf_counter()
