@@ -18,6 +18,7 @@ import torch
 from sklearn.ensemble import ExtraTreesRegressor
 
 from infercast import space
+from infercast.api.predicting import rank_routes
 from infercast.predict import (
     CascadeBlend,
     FlopsProportional,
@@ -364,6 +365,30 @@ def test_train_ops_and_predict_ops_from_csv_with_missing_columns(tmp_path: Path)
 
 
 # -- end to end on a real store -----------------------------------------------------------------
+
+
+def test_routes_rank_by_held_out_error_and_keep_the_combined_route_when_others_are_not_clearly_better() -> (
+    None
+):
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(1, 10, 30)
+    noise = rng.normal(0, 0.05, 30)
+    other = np.roll(noise, 7) * 0.99  # the same errors, 1 % smaller, on other configs
+    close = {
+        "blend + op-wise": truth * (1 + noise),
+        "op-wise": truth * (1 + other),
+        "blend": truth * (1 + 3 * noise),
+    }
+    ranked = rank_routes(truth, close)
+    held = ranked["held_out"]
+    assert held["op-wise"]["median_abs_error_pct"] < held["blend + op-wise"]["median_abs_error_pct"]
+    assert ranked["order"] == ["blend + op-wise", "op-wise", "blend"]
+    clearly = rank_routes(truth, {**close, "op-wise": truth * (1 + 0.3 * other)})
+    assert clearly["order"] == ["op-wise", "blend + op-wise", "blend"]
+    assert rank_routes(truth, {"op-wise": close["op-wise"], "blend": close["blend"]})["order"] == [
+        "op-wise",
+        "blend",
+    ]
 
 
 def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:

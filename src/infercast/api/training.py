@@ -158,11 +158,11 @@ def _fit_combined(
     x = data.x.assign(**{OPWISE_ESTIMATE: np.log(estimate.reindex(ids).to_numpy(dtype=np.float64))})
     fit_rows = train_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[train_rows])]
     held_rows = test_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[test_rows])]
-    if len(fit_rows) < 12:
+    if len(fit_rows) < 2 * blend.n_folds:  # what the blend's own folds need
         return {
             "order": [],
             "note": f"blend + op-wise not trained: {len(fit_rows)} training configs have "
-            "an op-wise estimate (needs 12)",
+            f"an op-wise estimate (needs {2 * blend.n_folds})",
         }
     combined = clone(blend).set_params(order=("latency",), estimates=(OPWISE_ESTIMATE,))
     combined.fit(x.iloc[fit_rows], data.y.iloc[fit_rows])
