@@ -8,6 +8,8 @@ itself learns from tables only.
 - ``predict``, ``predict_models``, ``predict_devices``, ``measure``: ``api.predicting`` (model
   strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
 - ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs.
+- ``profile_kernels_adaptive``: ``api.kernel_campaigns``, what ``infercast profile --kernels
+  --adaptive`` runs (it plans its second half with the op-wise kernel regressors).
 """
 
 from __future__ import annotations
