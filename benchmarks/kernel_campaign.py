@@ -27,7 +27,7 @@ from infercast.api import predict_models, train
 from infercast.predict import regression_metrics
 from infercast.predict.devices.usc import family
 from infercast.store import Store
-from results import append, machine, stamp
+from results import append, family_table, machine, stamp
 
 
 def _figures(truth: np.ndarray, predicted: np.ndarray) -> str:
@@ -93,13 +93,8 @@ def main() -> None:
         "",
         "Per family (median abs. error; networks):",
         "",
-        "| family | n | " + " | ".join(routes) + " |",
-        "|---|---|" + "---|" * len(routes),
+        *family_table(families, truth, routes),
     ]
-    for name in sorted(set(families)):
-        rows = families == name
-        cells = [f"{np.median(np.abs(v[rows] - truth[rows]) / truth[rows]):.1%}" for v in routes.values()]
-        lines.append(f"| {name} | {int(rows.sum())} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "What `train` ranked on its held-out design-space configs (routes.json; predict shows the first):",

@@ -4,6 +4,7 @@ ship with the package (no ``../shared`` needed)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator
 
@@ -14,13 +15,25 @@ import torch
 from torch import nn
 
 import infercast
+from infercast import space
 from infercast.api import predict_devices
-from infercast.predict.devices import UnknownDeviceError, device_info, get_device, list_devices, nb201, usc
+from infercast.api.device_tables import host_tables, write_host
+from infercast.predict.devices import (
+    UnknownDeviceError,
+    device_info,
+    get_device,
+    list_devices,
+    nb201,
+    ort_cpu,
+    usc,
+)
 from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
+from infercast.store import Store
 
 from .conftest import requires_pytorchcv
 from .helpers import infercast as run_cli
+from .helpers import synthetic_measurement, synthetic_store
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,13 +54,21 @@ CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_con
 def test_every_shipped_setting_is_listed_with_its_card() -> None:
     infos = list_devices()
     names = [i.name for i in infos]
-    assert len(names) == len(set(names)) == 90 + 27
-    assert {"pixel4/gpu", "s10/1large/int8", "iphonexs/gpu", "nb201/pixel3", "nb201/titan_rtx_32"} <= set(
-        names
-    )
+    assert len(names) == len(set(names)) == 90 + 27 + 1
+    assert {
+        "pixel4/gpu",
+        "s10/1large/int8",
+        "iphonexs/gpu",
+        "nb201/pixel3",
+        "nb201/titan_rtx_32",
+        "epyc-2core/ort-cpu",
+    } <= set(names)
     for info in infos:
         assert info.card, f"{info.name} has no accuracy card"
-        assert 0 <= info.card["within_10pct"] <= 1 and info.card["n"] >= 100
+        # the host's card counts real networks measured there; the others held-out public rows
+        assert 0 <= info.card["within_10pct"] <= 1 and info.card["n"] >= (
+            30 if info.name in ort_cpu.names() else 100
+        )
         assert set(info.card["baselines"]) == {"FLOPs-proportional", "log-log [FLOPs, params]"}
     assert device_info("nb201/titan_rtx_32").batch == 32
     assert device_info("s10/1large/int8").dtype == "int8"
@@ -147,6 +168,56 @@ def test_nb201_devices_take_cells_and_cache_their_predictor(tmp_path, monkeypatc
     assert measured.min() / 2 < first["latency_ms"] < measured.max() * 2
     with pytest.raises(PredictorError, match="NAS-Bench-201 cells"):
         predict_devices(["space:carb-resnet?depth=10&input_size=32"], [name])
+
+
+def test_the_hosts_own_predictor_trains_on_first_use_and_predicts_any_graph(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
+    name = "epyc-2core/ort-cpu"
+    x, e2e, ops, kernel_ops = ort_cpu.training_tables(name)
+    # design-space configs and one-kernel networks only: zoo networks measured there are the card's test
+    assert set(e2e["space"]) == {"space:carb-resnet", "space:mobile-nas"} and len(x) == len(e2e) >= 100
+    assert set(ops["model"]) <= set(e2e["model"]) and not set(kernel_ops["model"]) & set(e2e["model"])
+    net = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.AdaptiveAvgPool2d(1)
+    )
+    one = infercast.predict(net, device=name, input_shape=(1, 3, 160, 160))
+    assert (tmp_path / f"devices-{infercast.__version__}" / "epyc-2core-ort-cpu" / "meta.json").is_file()
+    assert one["route"] == ort_cpu.ROUTE and one["runtime"].startswith("ONNX Runtime")
+    assert one["latency_ms"] == pytest.approx(math.sqrt(one["model_level_ms"] * one["opwise_ms"]))
+    low, high = one["latency_ms_interval"]
+    assert low < min(one["model_level_ms"], one["opwise_ms"]) <= one["latency_ms"]
+    assert one["latency_ms"] <= max(one["model_level_ms"], one["opwise_ms"]) < high
+    graph = infercast.capture(net, input_shape=(1, 3, 160, 160))
+    cached = ort_cpu.load(name).predict_graphs([graph])  # loaded from the cache, not retrained
+    assert cached["latency_ms"].iloc[0] == pytest.approx(one["latency_ms"])
+    bigger = nn.Sequential(
+        *net[:-1], nn.Conv2d(32, 256, 3, padding=1), nn.Conv2d(256, 256, 3), nn.AdaptiveAvgPool2d(1)
+    )
+    assert (
+        infercast.predict(bigger, device=name, input_shape=(1, 3, 160, 160))["latency_ms"] > one["latency_ms"]
+    )
+
+
+def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monkeypatch) -> None:
+    made = synthetic_store(tmp_path / "runs.db", n=12)
+    configs, ops, host = host_tables(made["db"], ["first"], [])
+    assert len(configs) == made["n_configs"] and set(configs["space"]) == {"space:carb-resnet"}
+    assert ops.empty and host["n_configs"] == len(configs) and host["backend"]
+    shipped = {f: tmp_path / f for f in (ort_cpu.CONFIGS, ort_cpu.OPS, ort_cpu.META)}
+    monkeypatch.setattr("infercast.api.device_tables.data_file", lambda f: shipped[f])
+    write_host("test/host", configs, ops, host)
+    write_host("test/host", configs, ops, host)  # rebuilding a host replaces its rows
+    write_host("test/other", configs.head(3), ops, host)
+    table = pd.read_parquet(shipped[ort_cpu.CONFIGS])
+    assert table["device"].value_counts().to_dict() == {"test/host": len(configs), "test/other": 3}
+    assert set(json.loads(shipped[ort_cpu.META].read_text())["devices"]) == {"test/host", "test/other"}
+    carb = space.get("carb-resnet")
+    row = carb.config_rows(carb.sample(1, seed=9))[0] | {"id": "zoo", "model": "pytorchcv:resnet18"}
+    with Store(made["db"]) as store:
+        store.add_configs([row])
+        store.add_measurement(made["platform_id"], "first", synthetic_measurement("zoo", 5.0, 20.0, 0.01))
+    with pytest.raises(PredictorError, match=r"outside the design spaces \(pytorchcv:resnet18"):
+        host_tables(made["db"], ["first"], [])
 
 
 def test_cli_devices_list_show_and_the_one_line_error() -> None:
@@ -282,6 +353,17 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert screened["device"]["route"] == nb201.ROUTE
     refused = run_cli("screen", "--device", "pixel4/gpu", "--space", "nb201", "--max-latency-ms", "10")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
+    host = run_cli(
+        "screen", "--device", "epyc-2core/ort-cpu", "--space", "carb-resnet", "--n", "5000",
+        "--max-latency-ms", "10", "--shortlist", "5", "--json",
+    )  # fmt: skip
+    assert host.returncode == 0, host.stderr
+    screened = json.loads(host.stdout)
+    assert 0 < len(screened["shortlist"]) <= 5 and all(r["latency_ms"] <= 10 for r in screened["shortlist"])
+    assert all("batch=1&" in row["model"] for row in screened["shortlist"])
+    assert (
+        screened["device"]["route"] == "blend" and "--device epyc-2core/ort-cpu" in screened["device"]["note"]
+    )
 
 
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,

@@ -2,25 +2,31 @@
 
     python -m infercast.api.device_tables --usc ../shared/data/usc-mobile \\
         --nb201 ../shared/data/nb201-latency/nb201_latency.csv
+    python -m infercast.api.device_tables --host-db runs.db --host-name epyc-2core/ort-cpu \\
+        --host-campaign resnets224 --host-campaign mobile224 --host-kernels kernels-v2
 
 usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False``, 224×224; about
 30 s), computes its device features and keeps its family and the mean latency of each of the 90
 settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``). NB201: a random
 1,000 cells (seed 0) with their 27 latencies, and their ``nb201`` space features at the three
-batch sizes the devices ran (1, 32, 256). No raw file is copied; the tables are derived and carry
-the sources' attribution (``data/ATTRIBUTION.md``). A workflow over ``models``, ``space`` and
-``predict``: the predict stage itself only reads the tables.
+batch sizes the devices ran (1, 32, 256). A host this project measured (``ort_cpu``): from a store,
+the named design-space campaigns' configs (predictor features, latency, op rows) and the named
+kernel campaigns' op rows — never a zoo network's measurement. No raw file is copied; the tables
+are derived and carry the sources' attribution (``data/ATTRIBUTION.md``). A workflow over
+``models``, ``space`` and ``predict``: the predict stage itself only reads the tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from infercast.predict.devices import nb201, tflite_gpu, usc
+from infercast.predict.devices import nb201, ort_cpu, tflite_gpu, usc
 from infercast.predict.devices.common import data_file
 from infercast.predict.devices.features import device_features
 
@@ -80,11 +86,84 @@ def nb201_feature_table(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def host_tables(
+    db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "low_ms"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """One measured host's shipped rows: its design-space configs (``model`` = config id, its
+    ``space``, predictor features, ``latency_ms``), their op rows and the kernel networks'
+    (``kernel_campaign``), and what describes the host. Refuses any config that is not a
+    design-space one."""
+    from infercast.datasets import kernel_campaign_configs, store_tables, training_data
+    from infercast.predict.errors import PredictorError
+    from infercast.store import Store
+
+    with Store(db, readonly=True) as store:
+        data = training_data(store, None, latency_stat, campaigns)
+        ops, _ = store_tables(store, data.platform["id"], latency_stat)
+        kernel_networks = kernel_campaign_configs(store, data.platform["id"], kernel_campaigns)
+    foreign = [str(m) for m in data.models if not str(m).startswith("space:")]
+    if foreign:
+        raise PredictorError(
+            f"campaigns {campaigns} hold networks outside the design spaces ({foreign[0]}, …): a host's "
+            "shipped predictor learns from design-space profiles and kernel campaigns only"
+        )
+    if not kernel_networks and kernel_campaigns:
+        raise PredictorError(f"{db}: no kernel networks in campaigns {kernel_campaigns}")
+    configs = data.x.assign(
+        model=data.config_ids,
+        space=[str(m).split("?")[0] for m in data.models],
+        latency_ms=data.y["latency_ms"].to_numpy(),
+    )
+    design = set(data.config_ids)
+    ops = ops[ops["model"].isin(design | kernel_networks)]
+    ops = ops.assign(kernel_campaign=ops["model"].isin(kernel_networks)).reset_index(drop=True)
+    platform = data.platform
+    fingerprint = platform["fingerprint"]
+    cores = f"{fingerprint['cores']} cores" if fingerprint.get("cores") else None
+    host = {
+        "device": ", ".join(filter(None, (fingerprint.get("cpu"), cores, fingerprint.get("machine")))),
+        "backend": platform["backend"],
+        "settings": platform["settings"],
+        "onnxruntime": fingerprint.get("libraries", {}).get("onnxruntime", "unknown"),
+        "source": f"infercast's own profiles on that host ({latency_stat}): {len(configs)} design-space "
+        f"configs ({', '.join(sorted(set(configs['space'])))}), "
+        f"{len(kernel_networks)} kernel networks",
+        "campaigns": campaigns,
+        "kernel_campaigns": kernel_campaigns,
+        "n_configs": len(configs),
+        "n_kernel_networks": len(kernel_networks),
+        "latency_stat": latency_stat,
+    }
+    return configs, ops, host
+
+
+def write_host(name: str, configs: pd.DataFrame, ops: pd.DataFrame, host: dict[str, Any]) -> None:
+    """Put one host's rows into the shipped tables, replacing its earlier rows."""
+    tables = []
+    for file, rows in ((ort_cpu.CONFIGS, configs), (ort_cpu.OPS, ops)):
+        path = data_file(file)
+        kept = pd.read_parquet(path) if path.is_file() else rows.head(0).assign(device="")
+        tables.append((path, pd.concat([kept[kept["device"] != name], rows.assign(device=name)])))
+    meta = data_file(ort_cpu.META)
+    devices = json.loads(meta.read_text())["devices"] if meta.is_file() else {}
+    for path, table in tables:
+        table.reset_index(drop=True).to_parquet(path, index=False)
+    meta.write_text(json.dumps({"devices": {**devices, name: host}}, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--usc", type=Path, help="the usc-mobile folder")
     parser.add_argument("--nb201", type=Path, help="nb201_latency.csv")
+    parser.add_argument("--host-db", type=Path, help="a store with a host's design-space profiles")
+    parser.add_argument("--host-name", default="epyc-2core/ort-cpu", help="the device name it ships as")
+    parser.add_argument("--host-campaign", action="append", default=[], help="a design-space campaign")
+    parser.add_argument("--host-kernels", action="append", default=[], help="a kernel campaign")
     args = parser.parse_args()
+    if args.host_db:
+        if not args.host_campaign:
+            parser.error("--host-db needs at least one --host-campaign (design-space profiles)")
+        write_host(args.host_name, *host_tables(args.host_db, args.host_campaign, args.host_kernels))
     if args.usc:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
         tflite_gpu.op_rows(args.usc).to_parquet(data_file(tflite_gpu.TABLE), index=False)

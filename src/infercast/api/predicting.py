@@ -283,8 +283,9 @@ def predict_devices(
                     "card": predictor.info.card,
                 }
             )
-            if row.get("model_level_ms") is not None:
-                results[-1]["model_level_ms"] = float(row["model_level_ms"])
+            for other in ("model_level_ms", "opwise_ms"):  # the routes behind the latency, if several
+                if row.get(other) is not None:
+                    results[-1][other] = float(row[other])
     return results
 
 

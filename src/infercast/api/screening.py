@@ -17,8 +17,9 @@ from infercast.paths import check_output_file
 def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, list[Any]], Any]:
     """A shipped device's screening predictor, the parameters its measurements fix, and the
     features it reads (None: the space's own). NB201 devices learned from NB201 cells' own
-    features at one batch size; the phone settings read device features at batch 1 in fp32."""
-    from infercast.predict.devices import device_info, get_device, nb201
+    features at one batch size; a host this project measured screens with its blend route on the
+    space's own features; the phone settings read device features — both at batch 1 in fp32."""
+    from infercast.predict.devices import device_info, get_device, nb201, ort_cpu
     from infercast.screen.device import DeviceScreener
     from infercast.space import get as get_space
 
@@ -33,6 +34,11 @@ def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, li
                 f"--device {device} predicts NAS-Bench-201 cells: screen --space nb201 (or a restriction)"
             )
         return get_device(device).blend, {"batch": [info.batch]}, None
+    names = {p.name for p in candidates.params}
+    fixed = {name: [value] for name, value in (("batch", 1), ("precision", "fp32")) if name in names}
+    if device in ort_cpu.names():
+        # a million candidates get the blend route; op-wise kernel tables are per captured graph
+        return get_device(device).blend, fixed, None
     if cells:
         raise ValueError(
             f"--device {device} learned from 224×224 ImageNet networks; NAS-Bench-201 cells (32×32 "
@@ -40,8 +46,6 @@ def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, li
             "(infercast devices list nb201)"
         )
     screener = DeviceScreener(device, candidates)
-    names = {p.name for p in candidates.params}
-    fixed = {name: [value] for name, value in (("batch", 1), ("precision", "fp32")) if name in names}
     return screener, fixed, screener.featurize
 
 
@@ -172,8 +176,16 @@ def _device_summary(device: str, model: Any) -> dict[str, Any]:
     own = getattr(model, "summary", None)
     if own is not None:
         return own()
-    from infercast.predict.devices import device_info
+    from infercast.predict.devices import device_info, ort_cpu
 
     card = device_info(device).card
+    route, note = card.get("route", ""), ""
+    if device in ort_cpu.names():
+        route = "blend"
+        card = card.get("other_routes", {}).get(route, {})
+        note = (
+            f"screened with the blend route alone; `infercast predict --device {device}` on the shortlist "
+            f"gives the {ort_cpu.ROUTE} (its card: the more accurate)"
+        )
     figures = {k: card.get(k) for k in ("within_10pct", "median_abs_error_pct", "spearman", "coverage")}
-    return {"device": device, "route": card.get("route", ""), **figures, "note": ""}
+    return {"device": device, "route": route, **figures, "note": note}

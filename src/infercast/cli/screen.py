@@ -164,7 +164,7 @@ def _print(data: dict[str, Any]) -> None:
             if device.get("within_10pct") is not None
             else "no card"
         )
-        console.print(f"device {device['device']}: {device['route']} — card (held-out families): {figures}")
+        console.print(f"device {device['device']}: {device['route']} — card: {figures}")
         if device["note"]:
             console.print(f"[yellow]{device['note']}[/]")
     if data["message"]:

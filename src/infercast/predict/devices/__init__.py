@@ -2,8 +2,8 @@
 
 ``list_devices()`` names them (``pixel4/gpu``, ``s10/1large/int8``, ``nb201/pixel3``, …) with
 their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graphs``. Each source of
-public measurements is one module beside this one (``usc.py``, ``nb201.py``): a new one is a new
-file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``.
+measurements is one module beside this one (``usc.py``, ``nb201.py``, ``ort_cpu.py``): a new one is
+a new file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import difflib
 from functools import cache
 from types import ModuleType
 
-from infercast.predict.devices import nb201, usc
+from infercast.predict.devices import nb201, ort_cpu, usc
 from infercast.predict.devices.common import DeviceInfo, DevicePredictor, cards
 from infercast.predict.errors import PredictorError
 
-SOURCES: tuple[ModuleType, ...] = (usc, nb201)
+SOURCES: tuple[ModuleType, ...] = (usc, nb201, ort_cpu)
 
 
 class UnknownDeviceError(PredictorError):

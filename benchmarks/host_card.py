@@ -1,0 +1,199 @@
+"""Accuracy card of a shipped host predictor (``epyc-2core/ort-cpu``: ONNX Runtime on the CPU
+infercast is developed on), and the evidence for its route.
+
+1. Route choice, on the shipped training tables alone: the blend, the op-wise route and their
+   geometric mean, each fitted as shipped, scored on design-space configs held out — 5 random
+   folds, and each design space held out entirely (train on the other).
+2. The card: the predictor as shipped (trained on first use in a fresh cache; the time of that
+   first ``infercast predict --device`` is reported) on real networks never trained on
+   (benchmarks/real_networks.txt measured on that host in campaign ``--real-a``; noise: campaign
+   ``--real-b``): ±10 %, median |error|, Spearman, 90 % coverage, per family; the baselines
+   (latency ∝ FLOPs, log-log least squares on [FLOPs, params]) fitted on the same training configs.
+
+    .venv/bin/python benchmarks/host_card.py --db DB --real-a real-a --real-b real-b
+
+Merges the card into ``src/infercast/predict/devices/data/cards.json``; appends to RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.model_selection import KFold
+
+from device_cards import card
+from infercast.models.guarded import capture_model
+from infercast.predict.blend import CascadeBlend
+from infercast.predict.devices import ort_cpu
+from infercast.predict.devices.common import data_file
+from infercast.predict.devices.usc import family
+from infercast.predict.opwise import OpWise
+from infercast.store import Store
+from results import append, family_table, machine, stamp
+
+ROUTES = ("blend", "op-wise", "geometric mean")
+
+
+def held_out_routes(name: str, train: np.ndarray, test: np.ndarray) -> dict[str, np.ndarray]:
+    """The three routes fitted as shipped on the configs ``train``, predicting the configs ``test``."""
+    x, e2e, ops, kernel_ops = ort_cpu.training_tables(name)
+    fit_ids, test_ids = set(e2e["model"].iloc[train]), list(e2e["model"].iloc[test])
+    blend = CascadeBlend(order=("latency",), seed=0, **ort_cpu.BLEND)
+    blend.fit(x.iloc[train], e2e.iloc[train][["latency_ms"]])
+    opwise = OpWise(seed=0, **ort_cpu.OPWISE).fit(
+        ops[ops["model"].isin(fit_ids)], e2e.iloc[train][["model", "latency_ms"]], kernel_ops=kernel_ops
+    )
+    held = ops[ops["model"].isin(set(test_ids))].drop(columns="latency_ms")
+    by_blend = blend.predict(x.iloc[test], ood="none")["latency_ms"].to_numpy()
+    by_opwise = opwise.predict(held)["latency_ms"].reindex(test_ids).to_numpy(dtype=np.float64)
+    return dict(zip(ROUTES, (by_blend, by_opwise, np.sqrt(by_blend * by_opwise)), strict=True))
+
+
+def route_choice(name: str) -> list[str]:
+    _, e2e, _, _ = ort_cpu.training_tables(name)
+    truth = e2e["latency_ms"].to_numpy(dtype=np.float64)
+    spaces = e2e["space"].to_numpy()
+    splits: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {
+        "5 random folds": list(KFold(5, shuffle=True, random_state=0).split(truth))
+    }
+    for space in sorted(set(spaces)):
+        splits[f"{space} held out"] = [(np.flatnonzero(spaces != space), np.flatnonzero(spaces == space))]
+    rows = []
+    for label, folds in splits.items():
+        predicted = {route: np.full(len(truth), np.nan) for route in ROUTES}
+        tested = np.concatenate([test for _, test in folds])
+        for train, test in folds:
+            for route, values in held_out_routes(name, train, test).items():
+                predicted[route][test] = values
+        cells = []
+        for route in ROUTES:
+            error = np.abs(predicted[route][tested] - truth[tested]) / truth[tested]
+            cells.append(f"{np.median(error) * 100:.1f} % / {np.mean(error <= 0.1):.0%}")
+        rows.append(f"| {label} | {len(tested)} | " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def first_use_seconds(name: str) -> float:
+    """Wall time of a first ``infercast predict --device`` on one network, with an empty cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        started = time.perf_counter()
+        command = ["predict", "--device", name, "--json", "pytorchcv:resnet18"]
+        subprocess.run(
+            [str(Path(sys.executable).with_name("infercast")), *command],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "INFERCAST_CACHE": cache},
+        )
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="the store with the real networks' campaigns")
+    parser.add_argument("--real-a", required=True)
+    parser.add_argument("--real-b", required=True)
+    parser.add_argument("--name", default="epyc-2core/ort-cpu")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    name = args.name
+
+    with Store(args.db, readonly=True) as store:
+        measured = store.measurements()
+    by = {
+        c: measured[measured["campaign"] == c].drop_duplicates("model", keep="last").set_index("model")
+        for c in (args.real_a, args.real_b)
+    }
+    models = [m for m in by[args.real_a].index if m in by[args.real_b].index]
+    truth = by[args.real_a].loc[models, "low_ms"].to_numpy(dtype=np.float64)
+    noise = np.abs(by[args.real_b].loc[models, "low_ms"].to_numpy(dtype=np.float64) - truth) / truth
+
+    first_use = sorted(first_use_seconds(name) for _ in range(3))  # the host slows by phases
+    choice = route_choice(name)
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["INFERCAST_CACHE"] = cache
+        device = ort_cpu.load(name)
+        graphs = [capture_model(m, None)[0] for m in models]
+        predicted = device.predict_graphs(graphs)
+    values = {
+        ort_cpu.ROUTE: predicted["latency_ms"].to_numpy(),
+        "blend": predicted["model_level_ms"].to_numpy(),
+        "op-wise": predicted["opwise_ms"].to_numpy(),
+    }
+    x, e2e, _, _ = ort_cpu.training_tables(name)
+    y = e2e["latency_ms"].to_numpy(dtype=np.float64)
+    flops = np.array([g.flops for g in graphs], dtype=np.float64)
+    params = np.array([g.params for g in graphs], dtype=np.float64)
+    rate = np.exp(np.mean(np.log(y / x["flops"].to_numpy())))
+    design = np.column_stack([np.ones(len(y)), np.log(x["flops"]), np.log(x["params"])])
+    coef, *_ = np.linalg.lstsq(design, np.log(y), rcond=None)
+    baselines = {
+        "FLOPs-proportional": flops * rate,
+        "log-log [FLOPs, params]": np.exp(
+            np.column_stack([np.ones(len(flops)), np.log(flops), np.log(params)]) @ coef
+        ),
+    }
+    shipped = card(truth, values[ort_cpu.ROUTE], predicted["latency_ms_low"], predicted["latency_ms_high"])
+    host = ort_cpu.hosts()[name]
+    entry = {
+        "protocol": f"{len(models)} pytorchcv networks at 224² measured on that host, never trained on; "
+        f"trained on {host['n_configs']} design-space configs, {host['n_kernel_networks']} kernel networks",
+        "route": ort_cpu.ROUTE,
+        **shipped,
+        "baselines": {label: card(truth, v) for label, v in baselines.items()},
+        "other_routes": {label: card(truth, values[label]) for label in ("blend", "op-wise")},
+        "first_use_s": round(first_use[0], 1),
+    }
+    path = data_file("cards.json")
+    written = json.loads(path.read_text()) if path.is_file() else {"cards": {}}
+    written["cards"][name] = entry
+    path.write_text(json.dumps(written, indent=1) + "\n")
+
+    def figures(values: np.ndarray) -> str:
+        c = card(truth, values)
+        return f"{c['within_10pct']:.0%} | {c['median_abs_error_pct']:.1f} % | {c['spearman']:.3f}"
+
+    settings = ", ".join(f"{k} {v}" for k, v in host["settings"].items())
+    families = np.array([family(m.removeprefix("pytorchcv:")) for m in models])
+    lines = [
+        "",
+        f"## Host CPU: the shipped `{name}` predictor ({stamp()})",
+        "",
+        f"`.venv/bin/python benchmarks/host_card.py --db DB --real-a {args.real_a} --real-b {args.real_b}` "
+        f"({machine()}; {time.perf_counter() - started:.0f} s). ONNX Runtime {host['onnxruntime']} CPU, "
+        f"{settings}; trained on the shipped tables ({host['source']}; campaigns "
+        f"{', '.join(host['campaigns'] + host['kernel_campaigns'])}).",
+        "",
+        "Route choice on the training configs alone (median |error| / ±10 %):",
+        "",
+        "| held out | n | blend | op-wise | geometric mean |",
+        "|---|---|---|---|---|",
+        *choice,
+        "",
+        f"Card: {len(models)} pytorchcv networks at 1×3×224×224 never trained on (truth `{args.real_a}` "
+        f"`low_ms`; noise |`{args.real_b}` − `{args.real_a}`|). 90 % coverage of the shipped route: "
+        f"{shipped['coverage']:.0%}. First `infercast predict --device {name} pytorchcv:resnet18` with "
+        f"an empty cache (trains both routes), three runs: {', '.join(f'{t:.1f}' for t in first_use)} s.",
+        "",
+        "| predictor | ±10 % | median abs. error | Spearman |",
+        "|---|---|---|---|",
+        f"| re-measurement noise | {np.mean(noise <= 0.1):.0%} | {np.median(noise) * 100:.1f} % | – |",
+        *(f"| {label} | {figures(v)} |" for label, v in {**values, **baselines}.items()),
+        "",
+        "Per family (median abs. error):",
+        "",
+        *family_table(families, truth, values),
+    ]
+    append(lines)
+
+
+if __name__ == "__main__":
+    main()

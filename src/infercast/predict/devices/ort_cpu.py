@@ -1,0 +1,165 @@
+"""ONNX Runtime on the CPU of the machine infercast is developed on (``epyc-2core/ort-cpu``):
+this project's own measurements, for any graph a user captures.
+
+Data: design-space profiles (``carb-resnet``, ``mobile-nas``; end to end and per op) and a kernel
+campaign (one-kernel networks, per op), measured by ``infercast profile`` with the noise-aware
+protocol (the fastest round's median, ``low_ms``). No complete zoo network (pytorchcv, timm,
+torchvision) measured on that host is among them: those are the card's test set. What ships
+(``data/ort_cpu_configs.parquet``: each design-space config's predictor features and latency;
+``data/ort_cpu_ops.parquet``: their op rows and the kernel networks'; ``data/ort_cpu.json``:
+the host, runtime, settings and campaigns) is built by ``python -m infercast.api.device_tables
+--host-db DB …``.
+
+The predictor is two routes trained on first use (about 3.5 s here) into the user cache: the
+cascade blend on graph features and the op-wise route (kernel regressors + overhead model). Its
+latency is their geometric mean. Their errors have different causes (the blend follows networks
+like the training ones; the op-wise route adds up kernels it has seen in other networks), so the
+mean held where either alone failed: with ``carb-resnet`` held out entirely (trained on
+``mobile-nas``) the op-wise route erred 74 % (median), the blend 46 %, their mean 19 %; with
+``mobile-nas`` held out 16 %, 28 % and 15 %; on held-out configs of both spaces it was within
+0.2 points of the better route (benchmarks/host_card.py, RESULTS.md "Host CPU"). The 90 %
+interval spans both routes' intervals; a graph either route finds unusual is ``ood``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from infercast.features import features
+from infercast.graph import Graph
+from infercast.predict.blend import CascadeBlend
+from infercast.predict.data import feature_frame
+from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
+from infercast.predict.fusion import kernel_table, rules_for
+from infercast.predict.opwise import OpWise
+
+CONFIGS = "ort_cpu_configs.parquet"
+OPS = "ort_cpu_ops.parquet"
+META = "ort_cpu.json"
+ROUTE = "geometric mean of blend and op-wise"
+# settings for a first use within seconds (the defaults take 23 s here): the op-wise route with one
+# learner (XGBoost, the one cross-validation picked for most kernel types here) and 100 trees
+# instead of choosing among three with 400; the blend with the tree counts of the NB201 devices
+OPWISE = {"kernel_learner": "xgboost", "n_estimators": 100}
+BLEND = {"n_estimators": 200, "forest_estimators": 100}
+
+
+@cache
+def hosts() -> dict[str, dict[str, Any]]:
+    """Per shipped host device: host, runtime, settings, campaigns (``data/ort_cpu.json``)."""
+    path = data_file(META)
+    return json.loads(path.read_text())["devices"] if path.is_file() else {}
+
+
+@cache
+def _table(name: str) -> pd.DataFrame:
+    return pd.read_parquet(data_file(name))
+
+
+def names() -> list[str]:
+    return sorted(hosts())
+
+
+def _info(name: str) -> DeviceInfo:
+    host = hosts()[name]
+    settings = ", ".join(f"{k} {v}" for k, v in host["settings"].items())
+    return DeviceInfo(
+        name=name,
+        device=host["device"],
+        runtime=f"ONNX Runtime {host['onnxruntime']} CPU",
+        setting=f"{settings}; batch 1",
+        dtype="fp32",
+        source=host["source"],
+        n_train=int(host["n_configs"]),
+        accepts="any captured graph (trained on carb-resnet and mobile-nas configs at 128–224²)",
+        card=cards().get(name, {}),
+    )
+
+
+def infos() -> list[DeviceInfo]:
+    return [_info(name) for name in names()]
+
+
+def training_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The shipped training data of ``name``: predictor features of its design-space configs, their
+    ``model`` (config id), ``space`` and ``latency_ms``, their op rows, and the kernel networks'."""
+    configs = _table(CONFIGS)
+    configs = configs[configs["device"] == name].drop(columns="device").reset_index(drop=True)
+    ops = _table(OPS)
+    ops = ops[ops["device"] == name].drop(columns="device")
+    kernel = ops["kernel_campaign"].to_numpy(dtype=bool)
+    return (
+        configs.drop(columns=["model", "space", "latency_ms"]),
+        configs[["model", "space", "latency_ms"]],
+        ops[~kernel].drop(columns="kernel_campaign").reset_index(drop=True),
+        ops[kernel].drop(columns="kernel_campaign").reset_index(drop=True),
+    )
+
+
+class _Routes:
+    """The two fitted routes, saved as two predictor directories under one folder."""
+
+    def __init__(self, blend: CascadeBlend, opwise: OpWise) -> None:
+        self.blend = blend
+        self.opwise = opwise
+
+    def save(self, folder: Path, name: str) -> None:
+        self.blend.save(folder / "blend", {"device": name})
+        self.opwise.save(folder / "opwise", {"device": name})
+        (folder / "meta.json").write_text(json.dumps({"device": name, "route": ROUTE}))
+
+    @classmethod
+    def load(cls, folder: Path) -> _Routes:
+        return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
+
+
+class OrtCpuDevice:
+    """A host measured by this project: blend and op-wise routes, trained once and cached."""
+
+    def __init__(self, name: str) -> None:
+        self.info = _info(name)
+        self.settings: dict[str, Any] = hosts()[name]["settings"]
+        self.backend: str = hosts()[name]["backend"]
+        self.routes = trained_once(
+            name, lambda: self._train(name), lambda routes, folder: routes.save(folder, name), _Routes.load
+        )
+        self.blend = self.routes.blend
+
+    @staticmethod
+    def _train(name: str) -> _Routes:
+        x, e2e, ops, kernel_ops = training_tables(name)
+        blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
+        opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
+        return _Routes(blend, opwise)
+
+    def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
+        x = feature_frame([features(g) for g in graphs], self.settings)
+        blend = self.routes.blend.predict(x).reset_index(drop=True)
+        rules = rules_for(self.backend, self.settings)
+        ids = [str(i) for i in range(len(graphs))]
+        table = pd.concat([kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)])
+        opwise = self.routes.opwise.predict(table.reset_index(drop=True)).loc[ids].reset_index(drop=True)
+        both = (blend, opwise)
+        reasons = zip(blend["ood_reason"], opwise["ood_reason"], strict=True)
+        return pd.DataFrame(
+            {
+                "latency_ms": np.sqrt(blend["latency_ms"].to_numpy() * opwise["latency_ms"].to_numpy()),
+                "latency_ms_low": np.minimum(*(r["latency_ms_low"].to_numpy() for r in both)),
+                "latency_ms_high": np.maximum(*(r["latency_ms_high"].to_numpy() for r in both)),
+                "ood": blend["ood"].to_numpy(dtype=bool) | opwise["ood"].to_numpy(dtype=bool),
+                "ood_reason": ["; ".join(filter(None, pair)) for pair in reasons],
+                "route": ROUTE,
+                "model_level_ms": blend["latency_ms"].to_numpy(),
+                "opwise_ms": opwise["latency_ms"].to_numpy(),
+            }
+        )
+
+
+def load(name: str) -> OrtCpuDevice:
+    return OrtCpuDevice(name)
