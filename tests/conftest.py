@@ -33,9 +33,9 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
 # Longest files first (seconds measured here, three workers on two cores): `make test` runs three
 # workers that each take whole files (`-n 3 --dist loadfile --no-loadscope-reorder`: xdist keeps
 # this order instead of its own by number of tests), and a long file started last leaves one
-# worker running minutes after the others have finished.
+# worker running minutes after the others have finished. (`make test` runs test_distributed.py
+# alone first: ~100 s, against 300–700 s beside busy workers.)
 LONGEST_FIRST = (
-    "test_distributed.py",  # ~350 s (mostly Ray waiting on nodes: slow beside busy workers)
     "test_readme.py",  # ~230 s
     "test_predict.py",  # ~190 s
     "test_devices.py",  # ~140 s

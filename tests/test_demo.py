@@ -15,7 +15,7 @@ def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
         "--dir",
         str(folder),
         "--minutes",
-        "1",
+        "0.5",
         "--configs",
         "20",
         "--zoo",

@@ -67,6 +67,7 @@ def screen(
     probe_rejected: int = 3,
     refit: bool = False,
     db: str | Path = "runs.db",
+    protocol: Any = None,
     out: str | Path | None = None,
     ray_address: str | None = None,
     shards: int | None = None,
@@ -81,7 +82,8 @@ def screen(
     its configs) or ``models`` (model strings or objects). ``budgets``: a ``screen.Budgets`` or a
     dict such as ``{"latency": 10, "memory": 40}`` (``max_latency_ms`` … spelled out works too).
     ``predictor_b`` re-scores the survivors (another platform); ``validate`` measures the shortlist
-    (and ``probe_rejected`` near rejects) into ``db``; ``refit`` then retrains the predictor into
+    (and ``probe_rejected`` near rejects) into ``db``, timed by ``protocol`` (a
+    ``measure.Protocol``; default: the standard one); ``refit`` then retrains the predictor into
     ``<predictor>-refit``; ``out`` writes the shortlist; ``ray_address`` runs stage 1 on a cluster.
     ``progress(stage, done, total)`` follows the stages, ``status(message)`` the slow steps.
     ``device`` instead of ``predictor``: a shipped device (``infercast devices list``): NB201 ones
@@ -151,7 +153,7 @@ def screen(
     if validate and not result.shortlist.empty:
         tell("measuring the shortlist")
         result.validation = screening.validate(
-            result, model_b or model_a, candidates, db, None, probe_rejected
+            result, model_b or model_a, candidates, db, protocol, probe_rejected
         )
         if refit:
             from infercast.api.training import train

@@ -35,7 +35,7 @@ def _backend(name: str, threads: int, opt_level: str) -> Any:
     return backends.get(name, **_settings(name, threads, opt_level))
 
 
-def _protocol(
+def protocol_of(
     warmup_s: float,
     round_s: float,
     min_rounds: int,
@@ -116,7 +116,7 @@ def measure(
 
     def body() -> list[dict[str, Any]]:
         chosen = _backend(backend, threads, opt_level)
-        protocol = _protocol(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
+        protocol = protocol_of(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
         with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
             from infercast.models import parse_input_shape
 
@@ -267,7 +267,7 @@ def profile(
                 "seed": seed,
                 "stratified": stratified,
                 "campaign": campaign,
-                "protocol": _protocol(
+                "protocol": protocol_of(
                     warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s
                 ),
                 "energy": energy,

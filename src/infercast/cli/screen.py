@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.cli.measure import protocol_of
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
 
@@ -80,6 +81,10 @@ def screen(
         False, "--refit", help="with --validate: retrain the predictor into DIR-refit"
     ),
     db: Path = typer.Option(Path("runs.db"), "--db", help="store for --validate measurements"),
+    warmup_s: float = typer.Option(0.5, "--warmup-s", help="with --validate: untimed seconds after loading"),
+    round_s: float = typer.Option(0.3, "--round-s", help="with --validate: seconds per timing round"),
+    min_rounds: int = typer.Option(6, "--min-rounds", help="with --validate: rounds before the CI may stop"),
+    cap_s: float = typer.Option(15.0, "--cap-s", help="with --validate: timing seconds per model at most"),
     out: Path | None = typer.Option(None, "--out", help="write the shortlist to .parquet / .csv"),
     ray_address: str | None = typer.Option(
         None, "--ray", help="Ray cluster address: sample, featurise and filter --space on its nodes"
@@ -121,6 +126,9 @@ def screen(
                 probe_rejected=probe_rejected,
                 refit=refit,
                 db=db,
+                protocol=protocol_of(warmup_s, round_s, min_rounds, cap_s, 4, timeout_s)
+                if validate
+                else None,
                 out=out,
                 ray_address=ray_address,
                 shards=shards,
