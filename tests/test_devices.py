@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -228,6 +229,14 @@ def test_cli_devices_list_show_and_the_one_line_error() -> None:
     assert shown.returncode == 0, shown.stderr
     card = json.loads(shown.stdout)["card"]
     assert card["n"] > 10_000 and "FLOPs-proportional" in card["baselines"]
+    assert json.loads(shown.stdout)["trained_on"] == "cells"
+    host = run_cli("devices", "show", "epyc-2core/ort-cpu")
+    assert host.returncode == 0, host.stderr
+    # what it learned from, and the routes behind its latency beside the card's own figures
+    assert "trained on: 119 design-space configs" in host.stdout
+    assert re.search(r"│\s+blend\s+│\s+36 │", host.stdout) and re.search(
+        r"│\s+op-wise\s+│\s+36 │", host.stdout
+    )
     wrong = run_cli("devices", "show", "pixel4/gpux")
     assert wrong.returncode == 2
     assert wrong.stderr.strip().count("\n") == 0 and "nearest: pixel4/gpu" in wrong.stderr

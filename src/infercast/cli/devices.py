@@ -75,10 +75,7 @@ def show(
         ("setting", info.setting),
         ("dtype", info.dtype),
         ("predicts", info.accepts),
-        (
-            "trained on",
-            f"{info.n_train} networks" if "cells" not in info.accepts else f"{info.n_train} cells",
-        ),
+        ("trained on", f"{info.n_train} {info.trained_on}"),
         ("data", info.source),
     ):
         console.print(f"[bold]{label}[/]: {value}", highlight=False)
@@ -90,6 +87,8 @@ def show(
     for column in ("predictor", "n", "±10 %", "median err", "Spearman", "90 % cover"):
         table.add_column(column, justify="left" if column == "predictor" else "right")
     table.add_row(card.get("route", "this predictor"), str(card["n"]), *_card_cells(card))
+    for route, figures in card.get("other_routes", {}).items():
+        table.add_row(f"  {route}", str(figures["n"]), *_card_cells(figures))
     for baseline, figures in card.get("baselines", {}).items():
         table.add_row(f"  {baseline} baseline", str(figures["n"]), *_card_cells(figures))
     console.print(table)

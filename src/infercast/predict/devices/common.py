@@ -74,6 +74,7 @@ class DeviceInfo:
     n_train: int
     accepts: str  # which models it predicts
     batch: int = 1
+    trained_on: str = "networks"  # what n_train counts
     card: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

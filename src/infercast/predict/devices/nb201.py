@@ -85,6 +85,7 @@ def _info(name: str) -> DeviceInfo:
         n_train=len(table()),
         accepts="space:nb201 cells (CIFAR 32×32)",
         batch=batch,
+        trained_on="cells",
         card=cards().get(name, {}),
     )
 

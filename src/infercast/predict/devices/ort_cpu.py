@@ -78,6 +78,7 @@ def _info(name: str) -> DeviceInfo:
         source=host["source"],
         n_train=int(host["n_configs"]),
         accepts="any captured graph (trained on carb-resnet and mobile-nas configs at 128–224²)",
+        trained_on="design-space configs",
         card=cards().get(name, {}),
     )
 
