@@ -373,6 +373,8 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert (
         screened["device"]["route"] == "blend" and "--device epyc-2core/ort-cpu" in screened["device"]["note"]
     )
+    refused = run_cli("screen", "--device", "epyc-2core/ort-cpu", "--space", "nb201", "--max-latency-ms", "1")
+    assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
 
 
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,

@@ -34,17 +34,17 @@ def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, li
                 f"--device {device} predicts NAS-Bench-201 cells: screen --space nb201 (or a restriction)"
             )
         return get_device(device).blend, {"batch": [info.batch]}, None
+    if cells:
+        raise ValueError(
+            f"--device {device} learned from ImageNet-sized networks (128–224²); NAS-Bench-201 cells "
+            "(32×32 CIFAR networks) lie far outside them: screen them on an nb201/* device "
+            "(infercast devices list nb201)"
+        )
     names = {p.name for p in candidates.params}
     fixed = {name: [value] for name, value in (("batch", 1), ("precision", "fp32")) if name in names}
     if device in ort_cpu.names():
         # a million candidates get the blend route; op-wise kernel tables are per captured graph
         return get_device(device).blend, fixed, None
-    if cells:
-        raise ValueError(
-            f"--device {device} learned from 224×224 ImageNet networks; NAS-Bench-201 cells (32×32 "
-            "CIFAR networks) lie far outside them: screen them on an nb201/* device "
-            "(infercast devices list nb201)"
-        )
     screener = DeviceScreener(device, candidates)
     return screener, fixed, screener.featurize
 
