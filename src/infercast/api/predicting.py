@@ -17,6 +17,7 @@ from infercast.predict.adapt import Adapted
 from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
+from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
 
 # A predictor directory's latency routes: the blend on graph features (the directory itself), the
@@ -165,7 +166,6 @@ def predict_models(
     must load within ``timeout_s``."""
     from infercast.features import features
     from infercast.models.guarded import capture_model
-    from infercast.predict.fusion import kernel_table, rules_for
 
     adapted = device_adapted_of(folder)
     if adapted is not None:
@@ -176,23 +176,17 @@ def predict_models(
     platform = blend.info.platform
     settings = platform.settings
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
-    names = [str(i) for i in range(len(graphs))]
 
     x = feature_frame([features(g) for g in graphs], settings)
     predicted = blend.predict(x)
     routes = {"blend": predicted} if "latency" in blend.stages_ else {}
     if opwise is not None:
-        rules = rules_for(platform.backend, settings)
-        tables = [kernel_table(g, rules, model=n) for n, g in zip(names, graphs, strict=True)]
-        table = pd.concat(tables, ignore_index=True)
-        routes["op-wise"] = opwise.predict(table).loc[names].reset_index(drop=True)
+        routes["op-wise"] = opwise.predict_graphs(graphs, platform.backend, settings)
         if combined is not None:
             estimate = np.log(routes["op-wise"]["latency_ms"].to_numpy())
             both = combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate}))
-            op = routes["op-wise"]  # its estimate is an input: its doubts are the combined route's too
-            both["ood"] = both["ood"].to_numpy() | op["ood"].to_numpy(dtype=bool)
-            pairs = zip(both["ood_reason"], op["ood_reason"], strict=True)
-            both["ood_reason"] = ["; ".join(filter(None, pair)) for pair in pairs]
+            # the op-wise estimate is an input: its doubts are the combined route's too
+            both["ood"], both["ood_reason"] = either_ood(both, routes["op-wise"])
             routes[COMBINED] = both
     ranked = [r for r in order if r in routes] + [r for r in routes if r not in order]
     results = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.spatial import cKDTree
 
 
@@ -173,3 +174,12 @@ class OODDetector:
 
 def _list(values: np.ndarray | None) -> list[float] | None:
     return None if values is None else [float(v) for v in values]
+
+
+def either_ood(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Row by row, the ``ood`` flags and reasons of two predictions of the same models joined: a
+    prediction that combines two routes inherits the doubts of both."""
+    reasons = zip(a["ood_reason"], b["ood_reason"], strict=True)
+    return a["ood"].to_numpy(dtype=bool) | b["ood"].to_numpy(dtype=bool), [
+        "; ".join(filter(None, pair)) for pair in reasons
+    ]

@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
-from infercast.graph import OP_GROUPS
+from infercast.graph import OP_GROUPS, Graph
 from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
 from infercast.predict.errors import PredictorError
+from infercast.predict.fusion import kernel_table, rules_for
 from infercast.predict.intervals import Calibration, calibrate_by_difficulty, interval_note, put_interval
 from infercast.predict.learners import LEARNERS, ExtraTreesLearner, Learner
 from infercast.predict.metrics import log_r2_score, regression_metrics
@@ -316,6 +317,14 @@ class OpWise(Described):
         out["interval_note"] = interval_note(half_width, self.calibration_, reasons)
         out.index.name = "model"
         return out
+
+    def predict_graphs(self, graphs: list[Graph], backend: str, settings: dict[str, Any]) -> pd.DataFrame:
+        """``predict`` on captured graphs, one row per graph in their order: each graph's kernels
+        as ``backend`` with ``settings`` fuses them (``fusion.rules_for``)."""
+        rules = rules_for(backend, settings)
+        ids = [str(i) for i in range(len(graphs))]
+        tables = [kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)]
+        return self.predict(pd.concat(tables, ignore_index=True)).loc[ids].reset_index(drop=True)
 
     def _ood_reason(self, table: pd.DataFrame, overhead: pd.Series) -> str:
         parts = []

@@ -36,7 +36,7 @@ from infercast.graph import Graph
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
-from infercast.predict.fusion import kernel_table, rules_for
+from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
 
 CONFIGS = "ort_cpu_configs.parquet"
@@ -142,19 +142,16 @@ class OrtCpuDevice:
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = feature_frame([features(g) for g in graphs], self.settings)
         blend = self.routes.blend.predict(x).reset_index(drop=True)
-        rules = rules_for(self.backend, self.settings)
-        ids = [str(i) for i in range(len(graphs))]
-        table = pd.concat([kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)])
-        opwise = self.routes.opwise.predict(table.reset_index(drop=True)).loc[ids].reset_index(drop=True)
+        opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings)
+        ood, reasons = either_ood(blend, opwise)
         both = (blend, opwise)
-        reasons = zip(blend["ood_reason"], opwise["ood_reason"], strict=True)
         return pd.DataFrame(
             {
                 "latency_ms": np.sqrt(blend["latency_ms"].to_numpy() * opwise["latency_ms"].to_numpy()),
                 "latency_ms_low": np.minimum(*(r["latency_ms_low"].to_numpy() for r in both)),
                 "latency_ms_high": np.maximum(*(r["latency_ms_high"].to_numpy() for r in both)),
-                "ood": blend["ood"].to_numpy(dtype=bool) | opwise["ood"].to_numpy(dtype=bool),
-                "ood_reason": ["; ".join(filter(None, pair)) for pair in reasons],
+                "ood": ood,
+                "ood_reason": reasons,
                 "route": ROUTE,
                 "model_level_ms": blend["latency_ms"].to_numpy(),
                 "opwise_ms": opwise["latency_ms"].to_numpy(),
