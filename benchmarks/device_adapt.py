@@ -24,6 +24,7 @@ from sklearn.model_selection import GroupKFold
 
 from infercast.predict.devices import usc
 from infercast.predict.devices.adapt import DeviceAdapted
+from infercast.predict.devices.physical import estimator
 from results import append, machine, stamp
 
 KS = (5, 10, 20)
@@ -46,8 +47,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     for fold, (train, test) in enumerate(GroupKFold(5).split(networks, groups=families)):
         sources = {
-            n: usc.estimator().fit(networks.iloc[train], latency[n][train], groups=families[train])
-            for n in names
+            n: estimator().fit(networks.iloc[train], latency[n][train], groups=families[train]) for n in names
         }
         logs = {n: np.log(s.predict(networks)["latency_ms"].to_numpy())[:, None] for n, s in sources.items()}
         for target in names:
@@ -72,7 +72,7 @@ def main() -> None:
                                 + "/"
                                 + ("gpu" if "gpu" in model.source_ else "cpu")
                             ] += 1
-                    scratch = usc.estimator(n_folds=min(5, k)).fit(x_k, y[measured])
+                    scratch = estimator(n_folds=min(5, k)).fit(x_k, y[measured])
                     errors["scratch", k][target] += list(
                         scratch.predict(networks.iloc[test])["latency_ms"].to_numpy() / y[test] - 1
                     )

@@ -34,6 +34,7 @@ from infercast.api.device_tables import nb201_features
 from infercast.predict.data import feature_frame
 from infercast.predict.devices import nb201, tflite_gpu, usc
 from infercast.predict.devices.common import data_file
+from infercast.predict.devices.physical import estimator
 from infercast.predict.metrics import regression_metrics
 from results import append, machine, stamp
 
@@ -74,7 +75,7 @@ def usc_cards() -> dict[str, dict[str, Any]]:
         y = networks[usc.LATENCY_PREFIX + name].to_numpy(dtype=np.float64)
         out = pd.DataFrame(index=networks.index, columns=["latency_ms", "latency_ms_low", "latency_ms_high"])
         for train, test in folds:
-            model = usc.estimator().fit(networks.iloc[train], y[train], groups=families[train])
+            model = estimator().fit(networks.iloc[train], y[train], groups=families[train])
             predicted = model.predict(networks.iloc[test])
             out.iloc[test] = predicted[out.columns].to_numpy()
         values = out.to_numpy(dtype=np.float64)

@@ -28,6 +28,7 @@ from infercast.predict.devices import (
     ort_cpu,
     usc,
 )
+from infercast.predict.devices.features import DEVICE_FEATURES
 from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
 from infercast.store import Store
@@ -178,16 +179,17 @@ def test_the_hosts_own_predictor_trains_on_first_use_and_predicts_any_graph(tmp_
     # design-space configs and one-kernel networks only: zoo networks measured there are the card's test
     assert set(e2e["space"]) == {"space:carb-resnet", "space:mobile-nas"} and len(x) == len(e2e) >= 100
     assert set(ops["model"]) <= set(e2e["model"]) and not set(kernel_ops["model"]) & set(e2e["model"])
+    assert not set(DEVICE_FEATURES) & set(x.columns) and (e2e["gflops_conv"] > 0).all()
     net = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.AdaptiveAvgPool2d(1)
     )
     one = infercast.predict(net, device=name, input_shape=(1, 3, 160, 160))
     assert (tmp_path / f"devices-{infercast.__version__}" / "epyc-2core-ort-cpu" / "meta.json").is_file()
     assert one["route"] == ort_cpu.ROUTE and one["runtime"].startswith("ONNX Runtime")
-    assert one["latency_ms"] == pytest.approx(math.sqrt(one["model_level_ms"] * one["opwise_ms"]))
+    routes = [one["model_level_ms"], one["opwise_ms"], one["physical_ms"]]
+    assert one["latency_ms"] == pytest.approx(math.prod(routes) ** (1 / 3))
     low, high = one["latency_ms_interval"]
-    assert low < min(one["model_level_ms"], one["opwise_ms"]) <= one["latency_ms"]
-    assert one["latency_ms"] <= max(one["model_level_ms"], one["opwise_ms"]) < high
+    assert low < min(routes) <= one["latency_ms"] <= max(routes) < high
     graph = infercast.capture(net, input_shape=(1, 3, 160, 160))
     cached = ort_cpu.load(name).predict_graphs([graph])  # loaded from the cache, not retrained
     assert cached["latency_ms"].iloc[0] == pytest.approx(one["latency_ms"])
@@ -203,6 +205,7 @@ def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monk
     made = synthetic_store(tmp_path / "runs.db", n=12)
     configs, ops, host = host_tables(made["db"], ["first"], [])
     assert len(configs) == made["n_configs"] and set(configs["space"]) == {"space:carb-resnet"}
+    assert (configs[list(DEVICE_FEATURES)].notna().all().all()) and (configs["kernels"] > 0).all()
     assert ops.empty and host["n_configs"] == len(configs) and host["backend"]
     shipped = {f: tmp_path / f for f in (ort_cpu.CONFIGS, ort_cpu.OPS, ort_cpu.META)}
     monkeypatch.setattr("infercast.api.device_tables.data_file", lambda f: shipped[f])
@@ -370,9 +373,9 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     screened = json.loads(host.stdout)
     assert 0 < len(screened["shortlist"]) <= 5 and all(r["latency_ms"] <= 10 for r in screened["shortlist"])
     assert all("batch=1&" in row["model"] for row in screened["shortlist"])
-    assert (
-        screened["device"]["route"] == "blend" and "--device epyc-2core/ort-cpu" in screened["device"]["note"]
-    )
+    # the Σ cost × work route on closed-form device features; predict gives the card's route
+    assert screened["device"]["route"] == ort_cpu.PHYSICAL and screened["device"]["within_10pct"] is not None
+    assert "--device epyc-2core/ort-cpu" in screened["device"]["note"]
     refused = run_cli("screen", "--device", "epyc-2core/ort-cpu", "--space", "nb201", "--max-latency-ms", "1")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
 
@@ -428,7 +431,7 @@ def test_screen_a_design_space_for_a_phone() -> None:
     )  # fmt: skip
     assert gpu.returncode == 0, gpu.stderr
     screened = json.loads(gpu.stdout)
-    assert screened["device"]["note"].startswith("the card's op-wise route needs each network's kernels")
+    assert "card's route, op-wise" in screened["device"]["note"]
     assert all(r["precision"] == "fp32" and r["batch"] == 1 for r in screened["shortlist"])
     with pytest.raises(ScreenError, match="predicts latency only"):
         screen(None, {"memory": 10}, "latency", space="mobile-nas", n=100, device="pixel4/gpu")

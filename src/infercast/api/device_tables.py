@@ -10,8 +10,9 @@ usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False
 settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``). NB201: a random
 1,000 cells (seed 0) with their 27 latencies, and their ``nb201`` space features at the three
 batch sizes the devices ran (1, 32, 256). A host this project measured (``ort_cpu``): from a store,
-the named design-space campaigns' configs (predictor features, latency, op rows) and the named
-kernel campaigns' op rows — never a zoo network's measurement. No raw file is copied; the tables
+the named design-space campaigns' configs (predictor features, device features of their captured
+graphs, latency, op rows) and the named kernel campaigns' op rows — never a zoo network's
+measurement. No raw file is copied; the tables
 are derived and carry the sources' attribution (``data/ATTRIBUTION.md``). A workflow over
 ``models``, ``space`` and ``predict``: the predict stage itself only reads the tables.
 """
@@ -28,7 +29,7 @@ import pandas as pd
 
 from infercast.predict.devices import nb201, ort_cpu, tflite_gpu, usc
 from infercast.predict.devices.common import data_file
-from infercast.predict.devices.features import device_features
+from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame, device_features
 
 NB201_CELLS = 1000
 
@@ -90,10 +91,13 @@ def host_tables(
     db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "low_ms"
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """One measured host's shipped rows: its design-space configs (``model`` = config id, its
-    ``space``, predictor features, ``latency_ms``), their op rows and the kernel networks'
-    (``kernel_campaign``), and what describes the host. Refuses any config that is not a
+    ``space``, predictor features, device features, ``latency_ms``), their op rows and the kernel
+    networks' (``kernel_campaign``), and what describes the host. Refuses any config that is not a
     design-space one."""
+    from rich.progress import track
+
     from infercast.datasets import kernel_campaign_configs, store_tables, training_data
+    from infercast.models.guarded import capture_model
     from infercast.predict.errors import PredictorError
     from infercast.store import Store
 
@@ -109,11 +113,16 @@ def host_tables(
         )
     if not kernel_networks and kernel_campaigns:
         raise PredictorError(f"{db}: no kernel networks in campaigns {kernel_campaigns}")
+    graphs = [
+        capture_model(str(m), None)[0]
+        for m in track(list(data.models), description="capturing the configs' graphs")
+    ]
     configs = data.x.assign(
         model=data.config_ids,
         space=[str(m).split("?")[0] for m in data.models],
         latency_ms=data.y["latency_ms"].to_numpy(),
     )
+    configs[list(DEVICE_FEATURES)] = device_feature_frame(graphs).to_numpy()
     design = set(data.config_ids)
     ops = ops[ops["model"].isin(design | kernel_networks)]
     ops = ops.assign(kernel_campaign=ops["model"].isin(kernel_networks)).reset_index(drop=True)

@@ -277,7 +277,8 @@ def predict_devices(
                     "card": predictor.info.card,
                 }
             )
-            for other in ("model_level_ms", "opwise_ms"):  # the routes behind the latency, if several
+            # the routes behind the latency, if several
+            for other in ("model_level_ms", "opwise_ms", "physical_ms"):
                 if row.get(other) is not None:
                     results[-1][other] = float(row[other])
     return results

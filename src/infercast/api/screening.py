@@ -17,9 +17,9 @@ from infercast.paths import check_output_file
 def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, list[Any]], Any]:
     """A shipped device's screening predictor, the parameters its measurements fix, and the
     features it reads (None: the space's own). NB201 devices learned from NB201 cells' own
-    features at one batch size; a host this project measured screens with its blend route on the
-    space's own features; the phone settings read device features — both at batch 1 in fp32."""
-    from infercast.predict.devices import device_info, get_device, nb201, ort_cpu
+    features at one batch size; the phone settings and a host this project measured read device
+    features, at batch 1 in fp32."""
+    from infercast.predict.devices import device_info, get_device, nb201
     from infercast.screen.device import DeviceScreener
     from infercast.space import get as get_space
 
@@ -42,9 +42,6 @@ def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, li
         )
     names = {p.name for p in candidates.params}
     fixed = {name: [value] for name, value in (("batch", 1), ("precision", "fp32")) if name in names}
-    if device in ort_cpu.names():
-        # a million candidates get the blend route; op-wise kernel tables are per captured graph
-        return get_device(device).blend, fixed, None
     screener = DeviceScreener(device, candidates)
     return screener, fixed, screener.featurize
 
@@ -178,16 +175,8 @@ def _device_summary(device: str, model: Any) -> dict[str, Any]:
     own = getattr(model, "summary", None)
     if own is not None:
         return own()
-    from infercast.predict.devices import device_info, ort_cpu
+    from infercast.predict.devices import device_info
 
     card = device_info(device).card
-    route, note = card.get("route", ""), ""
-    if device in ort_cpu.names():
-        route = "blend"
-        card = card.get("other_routes", {}).get(route, {})
-        note = (
-            f"screened with the blend route alone; `infercast predict --device {device}` on the shortlist "
-            f"gives the {ort_cpu.ROUTE} (its card: the more accurate)"
-        )
     figures = {k: card.get(k) for k in ("within_10pct", "median_abs_error_pct", "spearman", "coverage")}
-    return {"device": device, "route": route, **figures, "note": note}
+    return {"device": device, "route": card.get("route", ""), **figures, "note": ""}

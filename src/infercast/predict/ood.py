@@ -176,10 +176,9 @@ def _list(values: np.ndarray | None) -> list[float] | None:
     return None if values is None else [float(v) for v in values]
 
 
-def either_ood(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """Row by row, the ``ood`` flags and reasons of two predictions of the same models joined: a
-    prediction that combines two routes inherits the doubts of both."""
-    reasons = zip(a["ood_reason"], b["ood_reason"], strict=True)
-    return a["ood"].to_numpy(dtype=bool) | b["ood"].to_numpy(dtype=bool), [
-        "; ".join(filter(None, pair)) for pair in reasons
-    ]
+def either_ood(*predictions: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Row by row, the ``ood`` flags and reasons of several predictions of the same models joined:
+    a prediction that combines routes inherits the doubts of each."""
+    reasons = zip(*(p["ood_reason"] for p in predictions), strict=True)
+    flags = np.logical_or.reduce([p["ood"].to_numpy(dtype=bool) for p in predictions])
+    return flags, ["; ".join(filter(None, row)) for row in reasons]

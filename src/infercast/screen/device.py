@@ -1,10 +1,11 @@
-"""A shipped phone setting (``infercast devices list``) as a screening predictor.
+"""A shipped phone setting or measured host (``infercast devices list``) as a screening predictor.
 
 Its Σ cost × work model (``devices.physical``) reads device features, which
 ``screen.device_features`` computes for a design space's candidates in closed form. It predicts
 latency only; the stage-1 margin comes from its out-of-fold residuals on held-out architecture
-families, and stage 2 adds its interval and the ``ood`` check. The candidates run at batch 1 in
-fp32, as the phones were measured; an input side other than 224 is flagged ``ood``.
+families (a host's: held-out design spaces), and stage 2 adds its interval and the ``ood`` check.
+The candidates run at batch 1 in fp32, as the devices were measured; for a phone an input side
+other than 224 is flagged ``ood``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ class _Info:
 
 
 class DeviceScreener:
-    """Stage 1 and stage 2 of a screening (``screen.stages``) for the usc-mobile setting named
-    ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
+    """Stage 1 and stage 2 of a screening (``screen.stages``) for the usc-mobile setting or host
+    named ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
 
     def __init__(self, device: str, space: Any) -> None:
-        from infercast.predict.devices import cards, usc
+        from infercast.predict.devices import cards, ort_cpu, usc
         from infercast.screen.device_features import FEATURIZERS
 
         if space.string_name not in FEATURIZERS:
@@ -44,9 +45,11 @@ class DeviceScreener:
                 f"have a closed form), not {space.name}"
             )
         self.featurize = FEATURIZERS[space.string_name]
-        self.model = usc.physical(device)  # the op-wise route of a GPU setting needs each graph
-        self.input_side = usc.INPUT_SIDE
-        self.route = usc.MODEL_LEVEL
+        # the other routes (a GPU setting's op-wise one, a host's blend and op-wise) need each graph
+        host = device in ort_cpu.names()
+        self.model = ort_cpu.physical(device) if host else usc.physical(device)
+        self.input_side = None if host else usc.INPUT_SIDE  # a host learned from 128–224²
+        self.route = ort_cpu.PHYSICAL if host else usc.MODEL_LEVEL
         self.feature_names_ = list(self.model.columns_)
         self.stages_ = {"latency": self.model}
         self.unavailable_ = {
@@ -58,8 +61,8 @@ class DeviceScreener:
         # a GPU setting's card is its op-wise route's; this route's own figures are beside it
         self.card = card.get("other_routes", {}).get(self.route, card)
         self.note = (
-            f"the card's op-wise route needs each network's kernels: `infercast predict --device {device}` "
-            "the shortlist"
+            f"`infercast predict --device {device}` on the shortlist gives the card's route, "
+            f"{card.get('route')}: it needs each network's graph"
             if card.get("route") != self.route
             else ""
         )
@@ -91,7 +94,7 @@ class DeviceScreener:
         rows of ``inputs``; ``ood`` as a blend's, whose range check is the only one here."""
         out = self.model.predict(x)
         side = x["input_side"].to_numpy()
-        other = np.flatnonzero(side != self.input_side)
+        other = np.flatnonzero(side != self.input_side) if self.input_side else np.array([], dtype=int)
         if len(other):
             sides, which = np.unique(side[other], return_inverse=True)
             notes = np.array(

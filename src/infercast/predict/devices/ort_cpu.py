@@ -10,15 +10,20 @@ torchvision) measured on that host is among them: those are the card's test set.
 the host, runtime, settings and campaigns) is built by ``python -m infercast.api.device_tables
 --host-db DB …``.
 
-The predictor is two routes trained on first use (about 3.5 s here) into the user cache: the
-cascade blend on graph features and the op-wise route (kernel regressors + overhead model). Its
-latency is their geometric mean. Their errors have different causes (the blend follows networks
-like the training ones; the op-wise route adds up kernels it has seen in other networks), so the
-mean held where either alone failed: with ``carb-resnet`` held out entirely (trained on
-``mobile-nas``) the op-wise route erred 74 % (median), the blend 46 %, their mean 19 %; with
-``mobile-nas`` held out 16 %, 28 % and 15 %; on held-out configs of both spaces it was within
-0.2 points of the better route (benchmarks/host_card.py, RESULTS.md "Host CPU"). The 90 %
-interval spans both routes' intervals; a graph either route finds unusual is ``ood``.
+The predictor is three routes: the cascade blend on graph features and the op-wise route (kernel
+regressors + overhead model), trained on first use (about 3.5 s here) into the user cache, and
+the Σ cost × work model on device features (``devices.physical``, as for the phones), fitted in
+milliseconds on every use. Its latency is their geometric mean. Their errors have different
+causes (the blend follows networks like the training ones; the op-wise route adds up kernels it
+has seen in other networks; Σ cost × work adds up the network's work at fitted rates), and the
+choice was made on the training configs alone (benchmarks/host_card.py, RESULTS.md "Host CPU"):
+of the blend, the op-wise route, Σ cost × work, their means and ``infercast train``'s stacked
+blend, the three-route mean had the lowest worst-case median error with either design space held
+out entirely (16.6 %; the two-route mean 19.0 %, Σ cost × work alone 20.1 %, the blend 46.1 %,
+the op-wise route 73.8 %) and the lowest on 5 random folds (5.7 %). The 90 % interval spans the
+routes' intervals; a graph any route finds unusual is ``ood``. Screening a design space for the
+host uses Σ cost × work alone: it is linear in features with a closed form for a million
+candidates.
 """
 
 from __future__ import annotations
@@ -36,13 +41,16 @@ from infercast.graph import Graph
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
+from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame
+from infercast.predict.devices.physical import PhysicalLatency, estimator
 from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
 
 CONFIGS = "ort_cpu_configs.parquet"
 OPS = "ort_cpu_ops.parquet"
 META = "ort_cpu.json"
-ROUTE = "geometric mean of blend and op-wise"
+ROUTE = "geometric mean of blend, op-wise and Σ cost × work"
+PHYSICAL = "Σ cost × work (device features)"
 # settings for a first use within seconds (the defaults take 23 s here): the op-wise route with one
 # learner (XGBoost, the one cross-validation picked for most kernel types here) and 100 trees
 # instead of choosing among three with 400; the blend with the tree counts of the NB201 devices
@@ -89,22 +97,32 @@ def infos() -> list[DeviceInfo]:
 
 def training_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The shipped training data of ``name``: predictor features of its design-space configs, their
-    ``model`` (config id), ``space`` and ``latency_ms``, their op rows, and the kernel networks'."""
+    ``model`` (config id), ``space``, ``latency_ms`` and device features, their op rows, and the
+    kernel networks'."""
     configs = _table(CONFIGS)
     configs = configs[configs["device"] == name].drop(columns="device").reset_index(drop=True)
     ops = _table(OPS)
     ops = ops[ops["device"] == name].drop(columns="device")
     kernel = ops["kernel_campaign"].to_numpy(dtype=bool)
+    described = ["model", "space", "latency_ms", *DEVICE_FEATURES]
     return (
-        configs.drop(columns=["model", "space", "latency_ms"]),
-        configs[["model", "space", "latency_ms"]],
+        configs.drop(columns=described),
+        configs[described],
         ops[~kernel].drop(columns="kernel_campaign").reset_index(drop=True),
         ops[kernel].drop(columns="kernel_campaign").reset_index(drop=True),
     )
 
 
+def physical(name: str) -> PhysicalLatency:
+    """The Σ cost × work route of ``name``, fitted on its design-space configs; the interval's
+    residuals come from holding each design space out, the nearest the configs get to a network
+    unlike all of them."""
+    _, e2e, _, _ = training_tables(name)
+    return estimator().fit(e2e, e2e["latency_ms"].to_numpy(), groups=e2e["space"].to_numpy())
+
+
 class _Routes:
-    """The two fitted routes, saved as two predictor directories under one folder."""
+    """The two trained routes, saved as two predictor directories under one folder."""
 
     def __init__(self, blend: CascadeBlend, opwise: OpWise) -> None:
         self.blend = blend
@@ -121,7 +139,8 @@ class _Routes:
 
 
 class OrtCpuDevice:
-    """A host measured by this project: blend and op-wise routes, trained once and cached."""
+    """A host measured by this project: blend and op-wise routes trained once and cached, and the
+    Σ cost × work route fitted on load."""
 
     def __init__(self, name: str) -> None:
         self.info = _info(name)
@@ -130,7 +149,7 @@ class OrtCpuDevice:
         self.routes = trained_once(
             name, lambda: self._train(name), lambda routes, folder: routes.save(folder, name), _Routes.load
         )
-        self.blend = self.routes.blend
+        self.physical = physical(name)
 
     @staticmethod
     def _train(name: str) -> _Routes:
@@ -143,18 +162,21 @@ class OrtCpuDevice:
         x = feature_frame([features(g) for g in graphs], self.settings)
         blend = self.routes.blend.predict(x).reset_index(drop=True)
         opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings)
-        ood, reasons = either_ood(blend, opwise)
-        both = (blend, opwise)
+        by_work = self.physical.predict(device_feature_frame(graphs))
+        routes = (blend, opwise, by_work)
+        ood, reasons = either_ood(*routes)
+        latencies = np.log([r["latency_ms"].to_numpy(dtype=np.float64) for r in routes])
         return pd.DataFrame(
             {
-                "latency_ms": np.sqrt(blend["latency_ms"].to_numpy() * opwise["latency_ms"].to_numpy()),
-                "latency_ms_low": np.minimum(*(r["latency_ms_low"].to_numpy() for r in both)),
-                "latency_ms_high": np.maximum(*(r["latency_ms_high"].to_numpy() for r in both)),
+                "latency_ms": np.exp(latencies.mean(axis=0)),
+                "latency_ms_low": np.min([r["latency_ms_low"].to_numpy() for r in routes], axis=0),
+                "latency_ms_high": np.max([r["latency_ms_high"].to_numpy() for r in routes], axis=0),
                 "ood": ood,
                 "ood_reason": reasons,
                 "route": ROUTE,
                 "model_level_ms": blend["latency_ms"].to_numpy(),
                 "opwise_ms": opwise["latency_ms"].to_numpy(),
+                "physical_ms": by_work["latency_ms"].to_numpy(),
             }
         )
 

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy.optimize import nnls
 from sklearn.model_selection import GroupKFold
 
+from infercast.predict.devices.features import BASE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile
 from infercast.predict.metrics import regression_metrics
@@ -173,3 +174,9 @@ class PhysicalLatency:
     def costs(self) -> dict[str, float]:
         """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
         return dict(zip(self.columns_, self._fitted().tolist(), strict=True))
+
+
+def estimator(n_folds: int = 5) -> PhysicalLatency:
+    """The Σ cost × work estimator every shipped phone setting and host is (unfitted): the base
+    device features, and one small-kernel column if grouped cross-validation keeps it."""
+    return PhysicalLatency(BASE_FEATURES, candidates=SMALL_KERNEL_FEATURES, n_folds=n_folds)

@@ -19,8 +19,8 @@ import pandas as pd
 from infercast.graph import Graph
 from infercast.predict.devices import tflite_gpu
 from infercast.predict.devices.common import DeviceInfo, cards, data_file
-from infercast.predict.devices.features import BASE_FEATURES, SMALL_KERNEL_FEATURES, device_feature_frame
-from infercast.predict.devices.physical import PhysicalLatency
+from infercast.predict.devices.features import device_feature_frame
+from infercast.predict.devices.physical import PhysicalLatency, estimator
 
 TABLE = "usc_networks.parquet"
 SOURCE = "usc-mobile (qed-usc/mobile-ml-benchmark, MIT; Li, Paolieri, Golubchik, EdgeSys '24)"
@@ -91,11 +91,6 @@ def _info(name: str, n_train: int) -> DeviceInfo:
 
 def names() -> list[str]:
     return [c.removeprefix(LATENCY_PREFIX) for c in table().columns if c.startswith(LATENCY_PREFIX)]
-
-
-def estimator(n_folds: int = 5) -> PhysicalLatency:
-    """The Σ cost × work estimator every setting's predictor is (unfitted)."""
-    return PhysicalLatency(BASE_FEATURES, candidates=SMALL_KERNEL_FEATURES, n_folds=n_folds)
 
 
 def physical(name: str) -> PhysicalLatency:
