@@ -12,7 +12,7 @@ settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``). NB2
 batch sizes the devices ran (1, 32, 256). A host this project measured (``ort_cpu``): from a store,
 the named design-space campaigns' configs (predictor features, device features of their captured
 graphs, latency, op rows) and the named kernel campaigns' op rows — never a zoo network's
-measurement. No raw file is copied; the tables
+measurement — and its blend and op-wise routes trained on them. No raw file is copied; the tables
 are derived and carry the sources' attribution (``data/ATTRIBUTION.md``). A workflow over
 ``models``, ``space`` and ``predict``: the predict stage itself only reads the tables.
 """
@@ -160,6 +160,17 @@ def write_host(name: str, configs: pd.DataFrame, ops: pd.DataFrame, host: dict[s
     meta.write_text(json.dumps({"devices": {**devices, name: host}}, indent=1) + "\n")
 
 
+def ship_routes(name: str) -> Path:
+    """Train the blend and op-wise routes of host ``name`` on its shipped tables and put them
+    beside the tables (replacing earlier ones): a first prediction then loads, never trains."""
+    import shutil
+
+    folder = ort_cpu.routes_folder(name)
+    shutil.rmtree(folder, ignore_errors=True)
+    ort_cpu.train_routes(name).save(folder, name)
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--usc", type=Path, help="the usc-mobile folder")
@@ -173,6 +184,7 @@ def main() -> None:
         if not args.host_campaign:
             parser.error("--host-db needs at least one --host-campaign (design-space profiles)")
         write_host(args.host_name, *host_tables(args.host_db, args.host_campaign, args.host_kernels))
+        ship_routes(args.host_name)
     if args.usc:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
         tflite_gpu.op_rows(args.usc).to_parquet(data_file(tflite_gpu.TABLE), index=False)

@@ -48,7 +48,7 @@ def device_info(name: str) -> DeviceInfo:
 
 @cache
 def get_device(name: str) -> DevicePredictor:
-    """The predictor of a shipped device, fitted on first use."""
+    """The predictor of a shipped device, fitted (or loaded) on first use."""
     return _source_of(name).load(name)
 
 

@@ -11,9 +11,11 @@ the host, runtime, settings and campaigns) is built by ``python -m infercast.api
 --host-db DB …``.
 
 The predictor is three routes: the cascade blend on graph features and the op-wise route (kernel
-regressors + overhead model), trained on first use (about 3.5 s here) into the user cache, and
-the Σ cost × work model on device features (``devices.physical``, as for the phones), fitted in
-milliseconds on every use. Its latency is their geometric mean. Their errors have different
+regressors + overhead model), trained by the same builder from those tables and shipped trained
+(``data/ort_cpu_routes/<device>``: XGBoost JSON, LightGBM text, forest JSON, 5 MB; training
+them on first use took 3.5 s, which put a first prediction over 10 s whenever the machine ran
+slow), and the Σ cost × work model on device features (``devices.physical``, as for the
+phones), fitted in milliseconds on every use. Its latency is their geometric mean. Their errors have different
 causes (the blend follows networks like the training ones; the op-wise route adds up kernels it
 has seen in other networks; Σ cost × work adds up the network's work at fitted rates), and the
 choice was made on the training configs alone (benchmarks/host_card.py, RESULTS.md "Host CPU"):
@@ -40,7 +42,7 @@ from infercast.features import features
 from infercast.graph import Graph
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
-from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
+from infercast.predict.devices.common import DeviceInfo, cards, data_file
 from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame
 from infercast.predict.devices.physical import PhysicalLatency, estimator
 from infercast.predict.ood import either_ood
@@ -49,11 +51,12 @@ from infercast.predict.opwise import OpWise
 CONFIGS = "ort_cpu_configs.parquet"
 OPS = "ort_cpu_ops.parquet"
 META = "ort_cpu.json"
+ROUTES = "ort_cpu_routes"
 ROUTE = "geometric mean of blend, op-wise and Σ cost × work"
 PHYSICAL = "Σ cost × work (device features)"
-# settings for a first use within seconds (the defaults take 23 s here): the op-wise route with one
-# learner (XGBoost, the one cross-validation picked for most kernel types here) and 100 trees
-# instead of choosing among three with 400; the blend with the tree counts of the NB201 devices
+# settings chosen when the routes trained on first use (the defaults take 23 s here): the op-wise
+# route with one learner (XGBoost, the one cross-validation picked for most kernel types here) and
+# 100 trees instead of choosing among three with 400; the blend with the NB201 devices' tree counts
 OPWISE = {"kernel_learner": "xgboost", "n_estimators": 100}
 BLEND = {"n_estimators": 200, "forest_estimators": 100}
 
@@ -121,7 +124,12 @@ def physical(name: str) -> PhysicalLatency:
     return estimator().fit(e2e, e2e["latency_ms"].to_numpy(), groups=e2e["space"].to_numpy())
 
 
-class _Routes:
+def routes_folder(name: str) -> Path:
+    """Where the trained blend and op-wise routes of ``name`` ship."""
+    return data_file(ROUTES) / name.replace("/", "-")
+
+
+class Routes:
     """The two trained routes, saved as two predictor directories under one folder."""
 
     def __init__(self, blend: CascadeBlend, opwise: OpWise) -> None:
@@ -134,29 +142,29 @@ class _Routes:
         (folder / "meta.json").write_text(json.dumps({"device": name, "route": ROUTE}))
 
     @classmethod
-    def load(cls, folder: Path) -> _Routes:
+    def load(cls, folder: Path) -> Routes:
         return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
 
 
+def train_routes(name: str) -> Routes:
+    """The blend and op-wise routes of ``name`` trained on its shipped tables (deterministic: the
+    shipped ones are this, ``python -m infercast.api.device_tables --host-db …`` writes them)."""
+    x, e2e, ops, kernel_ops = training_tables(name)
+    blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
+    opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
+    return Routes(blend, opwise)
+
+
 class OrtCpuDevice:
-    """A host measured by this project: blend and op-wise routes trained once and cached, and the
-    Σ cost × work route fitted on load."""
+    """A host measured by this project: the shipped blend and op-wise routes, and the Σ cost ×
+    work route fitted on load."""
 
     def __init__(self, name: str) -> None:
         self.info = _info(name)
         self.settings: dict[str, Any] = hosts()[name]["settings"]
         self.backend: str = hosts()[name]["backend"]
-        self.routes = trained_once(
-            name, lambda: self._train(name), lambda routes, folder: routes.save(folder, name), _Routes.load
-        )
+        self.routes = Routes.load(routes_folder(name))
         self.physical = physical(name)
-
-    @staticmethod
-    def _train(name: str) -> _Routes:
-        x, e2e, ops, kernel_ops = training_tables(name)
-        blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
-        opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
-        return _Routes(blend, opwise)
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = feature_frame([features(g) for g in graphs], self.settings)
