@@ -147,3 +147,28 @@ def test_torch_per_op_rows_are_one_per_aten_op() -> None:
     strided = next(r for r in ops if r["op_type"] == "conv" and r["stride"] == 2)
     assert strided["h_out"] == strided["h_in"] // 2
     assert ops[-1]["op_type"] == "linear" and ops[-1]["c_out"] == 1000
+
+
+def test_a_campaign_past_its_deadline_still_measures_what_it_must_have(tmp_path) -> None:
+    import time
+
+    from infercast.measure import campaign_rows, run_campaign
+
+    from .helpers import E2E_SPACE
+
+    (tmp_path / "space.yaml").write_text(E2E_SPACE)
+    rows, _ = campaign_rows(str(tmp_path / "space.yaml"), 6, seed=0, stratified=False)
+    db, backend = tmp_path / "runs.db", backend_registry.get("ort-cpu", threads=1)
+
+    def run(at_least: int) -> dict:
+        # the deadline has passed before the campaign starts
+        return run_campaign(
+            rows, db, backend, "c", FAST, deadline=time.monotonic(), sentinels=False, at_least=at_least
+        )
+
+    assert run(0)["done"] == 0
+    first = run(3)
+    assert first["done"] == 3 and first["left"] == len(rows) - 3
+    again = run(3)  # the store holds them: nothing more to measure
+    assert again["done"] == 0 and again["skipped"] == 3
+    assert run(5)["done"] == 2

@@ -133,23 +133,8 @@ def run_demo(
         op_runs=3,
         progress=profiled,
         deadline=time.monotonic() + budget_s,
+        at_least=MIN_CONFIGS,  # training needs them: a slow host runs past its budget for them
     )
-
-    def top_up(
-        rows: list[dict[str, Any]], campaign: str, short: int, summary: dict[str, Any]
-    ) -> dict[str, Any]:
-        """A slow host runs ``short`` configs past the campaign's budget rather than into an error."""
-        if short <= 0:
-            return summary
-        with Store(db) as store:
-            finished = store.done(platform_of(backend).id, campaign)
-        more = [r for r in rows if r["id"] not in finished][:short]
-        extra = run_campaign(more, db, backend, campaign, protocol, op_runs=3)
-        summary = {**summary, **{k: summary[k] + extra[k] for k in ("done", "failed")}}
-        summary["left"] = max(0, summary["left"] - extra["done"] - extra["failed"])
-        return summary
-
-    summary = top_up(rows, "demo", MIN_CONFIGS - len(done) - summary["done"], summary)  # training needs them
     results["profile"] = {
         "measured_now": summary["done"],
         "failed": summary["failed"],
@@ -181,13 +166,7 @@ def run_demo(
             op_runs=3,
             progress=kernel_progress,
             deadline=time.monotonic() + minutes * 60 * KERNEL_SHARE,
-        )
-        # a share spent before the first kernel network (its workers starting on a busy host)
-        kernel_summary = top_up(
-            kernel_rows,
-            "demo-kernels",
-            min(kernels, MIN_KERNELS) - before - kernel_summary["done"],
-            kernel_summary,
+            at_least=min(kernels, MIN_KERNELS),
         )
         results["kernels"] = {
             "measured_now": kernel_summary["done"],

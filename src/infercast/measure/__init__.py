@@ -270,10 +270,14 @@ def run_campaign(
     on_failure: Callable[[Item, str, str], None] | None = None,
     deadline: float | None = None,
     sentinels: bool = True,
+    at_least: int = 0,
 ) -> dict[str, Any]:
     """Measure config rows (``id``, ``model``, ``space``, ``params``, ``features``) into a store
     campaign, skipping those it already holds; the engine behind ``profile`` and ``measure``.
-    After ``deadline`` (``time.monotonic()``) no new config starts; ``summary["left"]`` counts them.
+    After ``deadline`` (``time.monotonic()``) no new config starts — unless fewer than
+    ``at_least`` of the campaign's configs are in the store (a slow host then runs past it, in the
+    same workers, rather than leave a campaign too small to train on); ``summary["left"]`` counts
+    the configs not started.
     With ``sentinels`` the campaign takes sentinel passes (``measure.sentinels``): the summary then
     has ``sentinels`` (passes, the last pass against the platform's usual), ``drift`` and
     ``contended`` (the campaign's measurements taken while the host read slow)."""
@@ -311,7 +315,7 @@ def run_campaign(
         watch = Sentinels(store, book.platform, campaign, backend, engine.protocol.sentinel_every_s)
         try:
             _measure_between_passes(
-                engine, book, watch if sentinels else None, keep, fail, tell, summary, deadline
+                engine, book, watch if sentinels else None, keep, fail, tell, summary, deadline, at_least
             )
         finally:
             engine.close()
@@ -333,9 +337,11 @@ def _measure_between_passes(
     tell: Callable[[str, dict[str, Any]], None],
     summary: dict[str, Any],
     deadline: float | None,
+    at_least: int,
 ) -> None:
     """The campaign's configs, with a sentinel pass at the start, whenever one is due, and at the
-    end; a campaign with nothing left to measure takes none."""
+    end; a campaign with nothing left to measure takes none. Until ``at_least`` configs of the
+    campaign are stored the deadline is not in force (for as many of them as are missing)."""
     finished: set[str] = set()
 
     def kept(item: Item, m: Measurement) -> None:
@@ -354,13 +360,23 @@ def _measure_between_passes(
     remaining = list(book.todo)
     if not remaining:
         return
+
+    def missing() -> int:
+        return max(0, at_least - book.skipped - book.done)
+
+    def open_() -> bool:
+        return bool(remaining) and (missing() > 0 or deadline is None or time.monotonic() < deadline)
+
     sentinel_pass()
-    while remaining and (deadline is None or time.monotonic() < deadline):
+    while open_():
         due = watch.due_at() if watch is not None else None
-        until = min((d for d in (deadline, due) if d is not None), default=None)
-        engine.run(remaining, kept, failed, lambda: tell("round", summary), deadline=until, keep_workers=True)
+        short = missing()
+        # the configs still missing first, whatever the deadline; then the rest until it
+        items = remaining[:short] if short else remaining
+        until = min((d for d in (None if short else deadline, due) if d is not None), default=None)
+        engine.run(items, kept, failed, lambda: tell("round", summary), deadline=until, keep_workers=True)
         remaining = [item for item in remaining if item.key not in finished]
-        if remaining and (deadline is None or time.monotonic() < deadline):
+        if remaining and due is not None and time.monotonic() >= due:
             sentinel_pass()
     sentinel_pass()
 
