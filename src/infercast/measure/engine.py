@@ -7,6 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -34,11 +35,23 @@ class WorkerFailure(Exception):
         self.kind, self.reason = kind, reason
 
 
+@cache
+def _start_method() -> Any:
+    """Workers fork from a server process that imported PyTorch and ONNX Runtime once: spawning
+    each from scratch imported them again (seconds per worker, for every campaign and every
+    replaced worker). Where there is no fork server (Windows) they are spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["infercast.measure.worker", "torch", "onnxruntime"])
+    return context
+
+
 class Worker:
-    """A spawned process running ``worker.serve``; every call has a timeout."""
+    """A process running ``worker.serve`` (``_start_method``); every call has a timeout."""
 
     def __init__(self, backend: Backend, protocol: Protocol) -> None:
-        context = multiprocessing.get_context("spawn")
+        context = _start_method()
         self.conn, child = context.Pipe()
         self.process = context.Process(
             target=serve,
