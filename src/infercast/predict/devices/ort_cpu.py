@@ -10,22 +10,22 @@ torchvision) measured on that host is among them: those are the card's test set.
 the host, runtime, settings and campaigns) is built by ``python -m infercast.api.device_tables
 --host-db DB …``.
 
-The predictor is three routes: the cascade blend on graph features and the op-wise route (kernel
-regressors + overhead model), trained by the same builder from those tables and shipped trained
-(``data/ort_cpu_routes/<device>``: XGBoost JSON, LightGBM text, forest JSON, 5 MB; training
-them on first use took 3.5 s, which put a first prediction over 10 s whenever the machine ran
-slow), and the Σ cost × work model on device features (``devices.physical``, as for the
-phones), fitted in milliseconds on every use. Its latency is their geometric mean. Their errors have different
-causes (the blend follows networks like the training ones; the op-wise route adds up kernels it
-has seen in other networks; Σ cost × work adds up the network's work at fitted rates), and the
-choice was made on the training configs alone (benchmarks/host_card.py, RESULTS.md "Host CPU"):
-of the blend, the op-wise route, Σ cost × work, their means and ``infercast train``'s stacked
-blend, the three-route mean had the lowest worst-case median error with either design space held
-out entirely (16.6 %; the two-route mean 19.0 %, Σ cost × work alone 20.1 %, the blend 46.1 %,
-the op-wise route 73.8 %) and the lowest on 5 random folds (5.7 %). The 90 % interval spans the
-routes' intervals; a graph any route finds unusual is ``ood``. Screening a design space for the
-host uses Σ cost × work alone: it is linear in features with a closed form for a million
-candidates.
+The predictor is three routes: the cascade blend on graph features and the op-wise route
+(kernel regressors + overhead model), trained by the same builder from those tables and shipped
+trained (``data/ort_cpu_routes/<device>``: XGBoost JSON, LightGBM text, forest JSON, 5 MB;
+training them on first use took 3.5 s, which put a first prediction over 10 s whenever the
+machine ran slow), and the Σ cost × work model on device features (``devices.physical``, as for
+the phones), fitted in milliseconds on every use. Its latency is their geometric mean. Their
+errors have different causes (the blend follows networks like the training ones; the op-wise
+route adds up kernels it has seen in other networks; Σ cost × work adds up the network's work at
+fitted rates), and the choice was made on the training configs alone (benchmarks/host_card.py,
+RESULTS.md "Host CPU"): of the blend, the op-wise route, Σ cost × work, their means and
+``infercast train``'s stacked blend, the three-route mean had the lowest worst-case median error
+with either design space held out entirely (16.6 %; the two-route mean 19.0 %, Σ cost × work
+alone 20.1 %, the blend 46.1 %, the op-wise route 73.8 %) and the lowest on 5 random folds
+(5.7 %). The 90 % interval spans the routes' intervals; a graph any route finds unusual is
+``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
+features with a closed form for a million candidates.
 """
 
 from __future__ import annotations
