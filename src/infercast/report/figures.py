@@ -15,8 +15,16 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 
+def _log2(color: pd.Series | None) -> pd.Series | None:
+    """Colours on a log2 scale; a zero (FLOPs of a kernel network that only moves data) takes the
+    colour of the smallest positive value instead of log2(0)."""
+    if color is None or not (color > 0).any():
+        return None
+    return np.log2(color.clip(lower=color[color > 0].min()))
+
+
 def _scatter(ax: plt.Axes, x: pd.Series, y: pd.Series, color: pd.Series | None, label: str) -> None:
-    points = ax.scatter(x, y, c=None if color is None else np.log2(color), s=10, cmap="viridis", alpha=0.8)
+    points = ax.scatter(x, y, c=_log2(color), s=10, cmap="viridis", alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     if color is not None and color.nunique() > 1:
