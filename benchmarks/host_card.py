@@ -47,10 +47,13 @@ from results import append, family_table, machine, stamp
 ROUTES = ("blend", "op-wise", "Σ cost × work", "mean of blend, op-wise", "mean of all three", "stacked")
 
 
-def held_out_routes(name: str, train: np.ndarray, test: np.ndarray) -> dict[str, np.ndarray]:
+def held_out_routes(
+    name: str, train: np.ndarray, test: np.ndarray
+) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The routes fitted as shipped on the configs ``train``, predicting the configs ``test`` — and,
     for comparison, what ``infercast train`` calls blend + op-wise (``stacked``): the blend refitted
-    with the op-wise estimate as a feature (out-of-fold for its training configs)."""
+    with the op-wise estimate as a feature (out-of-fold for its training configs). Also the shipped
+    90 % interval (the span of the three routes' intervals)."""
     x, e2e, ops, kernel_ops = ort_cpu.training_tables(name)
     fit_ids, test_ids = set(e2e["model"].iloc[train]), list(e2e["model"].iloc[test])
     blend = CascadeBlend(order=("latency",), seed=0, **ort_cpu.BLEND)
@@ -59,8 +62,10 @@ def held_out_routes(name: str, train: np.ndarray, test: np.ndarray) -> dict[str,
         ops[ops["model"].isin(fit_ids)], e2e.iloc[train][["model", "latency_ms"]], kernel_ops=kernel_ops
     )
     held = ops[ops["model"].isin(set(test_ids))].drop(columns="latency_ms")
-    by_blend = blend.predict(x.iloc[test], ood="none")["latency_ms"].to_numpy()
-    by_opwise = opwise.predict(held)["latency_ms"].reindex(test_ids).to_numpy(dtype=np.float64)
+    blended = blend.predict(x.iloc[test], ood="none")
+    by_ops = opwise.predict(held).reindex(test_ids)
+    by_blend = blended["latency_ms"].to_numpy()
+    by_opwise = by_ops["latency_ms"].to_numpy(dtype=np.float64)
     estimate = opwise.oof_latency_ms_.reindex(e2e["model"].iloc[train]).to_numpy(dtype=np.float64)
     stacked = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **ort_cpu.BLEND)
     stacked.fit(x.iloc[train].assign(**{OPWISE_ESTIMATE: np.log(estimate)}), e2e.iloc[train][["latency_ms"]])
@@ -69,7 +74,13 @@ def held_out_routes(name: str, train: np.ndarray, test: np.ndarray) -> dict[str,
     spaces = e2e["space"].to_numpy()[train]
     groups = spaces if len(set(spaces)) > 1 else None  # as shipped, unless one space is left
     work = estimator().fit(e2e.iloc[train], e2e["latency_ms"].to_numpy()[train], groups)
-    by_work = work.predict(e2e.iloc[test])["latency_ms"].to_numpy()
+    worked = work.predict(e2e.iloc[test])
+    by_work = worked["latency_ms"].to_numpy()
+    routes = (blended, by_ops, worked)
+    interval = (
+        np.min([r["latency_ms_low"].to_numpy(dtype=np.float64) for r in routes], axis=0),
+        np.max([r["latency_ms_high"].to_numpy(dtype=np.float64) for r in routes], axis=0),
+    )
     values = (
         by_blend,
         by_opwise,
@@ -78,12 +89,12 @@ def held_out_routes(name: str, train: np.ndarray, test: np.ndarray) -> dict[str,
         np.cbrt(by_blend * by_opwise * by_work),
         by_stacked,
     )
-    return dict(zip(ROUTES, values, strict=True))
+    return dict(zip(ROUTES, values, strict=True)), interval
 
 
 def route_choice(name: str) -> tuple[list[str], str]:
-    """The table rows (median |error| / ±10 % per split) and the route with the lowest worst-case
-    median error over the splits."""
+    """The table rows (median |error| / ±10 % per split, and the shipped interval's coverage) and
+    the route with the lowest worst-case median error over the splits."""
     _, e2e, _, _ = ort_cpu.training_tables(name)
     truth = e2e["latency_ms"].to_numpy(dtype=np.float64)
     spaces = e2e["space"].to_numpy()
@@ -96,15 +107,19 @@ def route_choice(name: str) -> tuple[list[str], str]:
     worst = dict.fromkeys(ROUTES, 0.0)
     for label, folds in splits.items():
         predicted = {route: np.full(len(truth), np.nan) for route in ROUTES}
+        covered = np.zeros(len(truth), dtype=bool)
         tested = np.concatenate([test for _, test in folds])
         for train, test in folds:
-            for route, values in held_out_routes(name, train, test).items():
-                predicted[route][test] = values
+            values, (low, high) = held_out_routes(name, train, test)
+            for route, estimate in values.items():
+                predicted[route][test] = estimate
+            covered[test] = (low <= truth[test]) & (truth[test] <= high)
         cells = []
         for route in ROUTES:
             error = np.abs(predicted[route][tested] - truth[tested]) / truth[tested]
             worst[route] = max(worst[route], float(np.median(error)))
             cells.append(f"{np.median(error) * 100:.1f} % / {np.mean(error <= 0.1):.0%}")
+        cells.append(f"{covered[tested].mean():.0%}")
         rows.append(f"| {label} | {len(tested)} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
     return rows, min(worst, key=worst.__getitem__)
@@ -209,8 +224,8 @@ def main() -> None:
         "",
         "Route choice on the training configs alone (median |error| / ±10 %):",
         "",
-        "| held out | n | " + " | ".join(ROUTES) + " |",
-        "|---|---|" + "---|" * len(ROUTES),
+        "| held out | n | " + " | ".join(ROUTES) + " | 90 % coverage, shipped interval |",
+        "|---|---|" + "---|" * (len(ROUTES) + 1),
         *choice,
         "",
         f"Lowest worst-case median error: {best} (shipped: {ort_cpu.ROUTE}).",
