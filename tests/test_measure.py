@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from infercast.measure import MeasureError, Protocol, measure
+from infercast.measure import MeasureError, Protocol, campaign_rows, measure, run_campaign
 from infercast.measure import backends as backend_registry
 from infercast.measure.protocol import summarize
 from infercast.measure.sensors import NoSensor, detect
+
+from .helpers import E2E_SPACE
 
 MODELS = Path(__file__).with_name("measure_models.py")
 FAST = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=8, cap_s=1.0, timeout_s=60, group=3)
@@ -150,12 +153,6 @@ def test_torch_per_op_rows_are_one_per_aten_op() -> None:
 
 
 def test_a_campaign_past_its_deadline_still_measures_what_it_must_have(tmp_path) -> None:
-    import time
-
-    from infercast.measure import campaign_rows, run_campaign
-
-    from .helpers import E2E_SPACE
-
     (tmp_path / "space.yaml").write_text(E2E_SPACE)
     rows, _ = campaign_rows(str(tmp_path / "space.yaml"), 6, seed=0, stratified=False)
     db, backend = tmp_path / "runs.db", backend_registry.get("ort-cpu", threads=1)
