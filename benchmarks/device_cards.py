@@ -32,7 +32,7 @@ from sklearn.model_selection import GroupKFold
 
 from infercast.api.device_tables import nb201_features
 from infercast.predict.data import feature_frame
-from infercast.predict.devices import nb201, tflite_gpu, usc
+from infercast.predict.devices import nb201, physical, tflite_gpu, usc
 from infercast.predict.devices.common import data_file
 from infercast.predict.devices.physical import estimator
 from infercast.predict.metrics import regression_metrics
@@ -81,7 +81,7 @@ def usc_cards() -> dict[str, dict[str, Any]]:
         values = out.to_numpy(dtype=np.float64)
         cards[name] = {
             "protocol": f"{FOLDS} folds grouped by architecture family, 102 usc-mobile networks",
-            "route": usc.MODEL_LEVEL,
+            "route": physical.ROUTE,
             **card(y, values[:, 0], values[:, 1], values[:, 2]),
             "baselines": {b: card(y, p) for b, p in baselines(flops, params, y, folds).items()},
         }
@@ -91,7 +91,7 @@ def usc_cards() -> dict[str, dict[str, Any]]:
             cards[name].update(by_ops)
             cards[name]["route"] = tflite_gpu.ROUTE
             cards[name]["other_routes"] = {
-                usc.MODEL_LEVEL: model_level,
+                physical.ROUTE: model_level,
                 "op-wise on usc-mobile's own op rows (not a user's path)": by_their_rows,
             }
     return cards

@@ -35,7 +35,7 @@ from device_cards import card
 from infercast.api.predicting import OPWISE_ESTIMATE
 from infercast.models.guarded import capture_model
 from infercast.predict.blend import CascadeBlend
-from infercast.predict.devices import ort_cpu
+from infercast.predict.devices import ort_cpu, physical
 from infercast.predict.devices.common import data_file
 from infercast.predict.devices.features import device_feature_frame
 from infercast.predict.devices.physical import estimator
@@ -170,7 +170,7 @@ def main() -> None:
         ort_cpu.ROUTE: predicted["latency_ms"].to_numpy(),
         "blend": predicted["model_level_ms"].to_numpy(),
         "op-wise": predicted["opwise_ms"].to_numpy(),
-        ort_cpu.PHYSICAL: predicted["physical_ms"].to_numpy(),
+        physical.ROUTE: predicted["physical_ms"].to_numpy(),
     }
     x, e2e, _, _ = ort_cpu.training_tables(name)
     y = e2e["latency_ms"].to_numpy(dtype=np.float64)
@@ -196,8 +196,8 @@ def main() -> None:
         "other_routes": {
             "blend": card(truth, values["blend"]),
             "op-wise": card(truth, values["op-wise"]),
-            ort_cpu.PHYSICAL: card(
-                truth, values[ort_cpu.PHYSICAL], by_work["latency_ms_low"], by_work["latency_ms_high"]
+            physical.ROUTE: card(
+                truth, values[physical.ROUTE], by_work["latency_ms_low"], by_work["latency_ms_high"]
             ),
         },
         "first_use_s": round(first_use[0], 1),

@@ -26,6 +26,7 @@ from infercast.predict.devices import (
     list_devices,
     nb201,
     ort_cpu,
+    physical,
     usc,
 )
 from infercast.predict.devices.features import DEVICE_FEATURES
@@ -381,7 +382,7 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert 0 < len(screened["shortlist"]) <= 5 and all(r["latency_ms"] <= 10 for r in screened["shortlist"])
     assert all("batch=1&" in row["model"] for row in screened["shortlist"])
     # the Σ cost × work route on closed-form device features; predict gives the card's route
-    assert screened["device"]["route"] == ort_cpu.PHYSICAL and screened["device"]["within_10pct"] is not None
+    assert screened["device"]["route"] == physical.ROUTE and screened["device"]["within_10pct"] is not None
     assert "--device epyc-2core/ort-cpu" in screened["device"]["note"]
     refused = run_cli("screen", "--device", "epyc-2core/ort-cpu", "--space", "nb201", "--max-latency-ms", "1")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
@@ -420,7 +421,7 @@ def test_screen_a_design_space_for_a_phone() -> None:
     result = screen(
         None, {"latency": 4.0}, "latency,flops", space="mobile-nas", n=4000, seed=3, device="pixel4/1large"
     )
-    assert result["device"]["route"] == usc.MODEL_LEVEL and result["device"]["note"] == ""
+    assert result["device"]["route"] == physical.ROUTE and result["device"]["note"] == ""
     assert 0 < len(result["shortlist"]) <= 10
     assert result["stage1"]["removed_by"]["latency"] > 0
     for row in result["shortlist"]:

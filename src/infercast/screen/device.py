@@ -36,7 +36,8 @@ class DeviceScreener:
     named ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
 
     def __init__(self, device: str, space: Any) -> None:
-        from infercast.predict.devices import cards, ort_cpu, usc
+        from infercast.predict.devices import cards, source_of
+        from infercast.predict.devices.physical import ROUTE
         from infercast.screen.device_features import FEATURIZERS
 
         if space.string_name not in FEATURIZERS:
@@ -45,11 +46,12 @@ class DeviceScreener:
                 f"have a closed form), not {space.name}"
             )
         self.featurize = FEATURIZERS[space.string_name]
-        # the other routes (a GPU setting's op-wise one, a host's blend and op-wise) need each graph
-        host = device in ort_cpu.names()
-        self.model = ort_cpu.physical(device) if host else usc.physical(device)
-        self.input_side = None if host else usc.INPUT_SIDE  # a host learned from 128–224²
-        self.route = ort_cpu.PHYSICAL if host else usc.MODEL_LEVEL
+        # the source's Σ cost × work route: the others (a GPU setting's op-wise one, a host's blend
+        # and op-wise) need each graph
+        source = source_of(device)
+        self.model = source.physical(device)
+        self.input_side = source.INPUT_SIDE
+        self.route = ROUTE
         self.feature_names_ = list(self.model.columns_)
         self.stages_ = {"latency": self.model}
         self.unavailable_ = {

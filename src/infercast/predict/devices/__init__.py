@@ -3,7 +3,9 @@
 ``list_devices()`` names them (``pixel4/gpu``, ``s10/1large/int8``, ``nb201/pixel3``, …) with
 their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graphs``. Each source of
 measurements is one module beside this one (``usc.py``, ``nb201.py``, ``ort_cpu.py``): a new one is
-a new file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``.
+a new file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``; one whose
+devices screen design spaces (``screen.device``) also has ``physical(name)`` (its Σ cost × work
+route) and ``INPUT_SIDE`` (the one input side it learned from, or None).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def list_devices() -> list[DeviceInfo]:
     return [info for source in SOURCES for info in source.infos()]
 
 
-def _source_of(name: str) -> ModuleType:
+def source_of(name: str) -> ModuleType:
+    """The module of ``SOURCES`` that ships ``name`` (``UnknownDeviceError`` names the nearest)."""
     for source in SOURCES:
         if name in source.names():
             return source
@@ -43,13 +46,13 @@ def _source_of(name: str) -> ModuleType:
 
 def device_info(name: str) -> DeviceInfo:
     """The card and facts of one shipped device (``UnknownDeviceError`` names the nearest)."""
-    return next(info for info in _source_of(name).infos() if info.name == name)
+    return next(info for info in source_of(name).infos() if info.name == name)
 
 
 @cache
 def get_device(name: str) -> DevicePredictor:
     """The predictor of a shipped device, fitted (or loaded) on first use."""
-    return _source_of(name).load(name)
+    return source_of(name).load(name)
 
 
 __all__ = [

@@ -53,7 +53,8 @@ OPS = "ort_cpu_ops.parquet"
 META = "ort_cpu.json"
 ROUTES = "ort_cpu_routes"
 ROUTE = "geometric mean of blend, op-wise and Σ cost × work"
-PHYSICAL = "Σ cost × work (device features)"
+# a host learned from 128–224² inputs: no one input side marks a network as unlike its training
+INPUT_SIDE = None
 # settings chosen when the routes trained on first use (the defaults take 23 s here): the op-wise
 # route with one learner (XGBoost, the one cross-validation picked for most kernel types here) and
 # 100 trees instead of choosing among three with 400; the blend with the NB201 devices' tree counts

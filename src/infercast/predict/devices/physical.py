@@ -26,6 +26,7 @@ from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile
 from infercast.predict.metrics import regression_metrics
 
+ROUTE = "Σ cost × work (device features)"
 # a feature this many times beyond the training range is outside what the costs were fitted on
 _RANGE_SLACK = 2.0
 

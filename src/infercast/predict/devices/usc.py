@@ -20,13 +20,12 @@ from infercast.graph import Graph
 from infercast.predict.devices import tflite_gpu
 from infercast.predict.devices.common import DeviceInfo, cards, data_file
 from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import PhysicalLatency, estimator
+from infercast.predict.devices.physical import ROUTE, PhysicalLatency, estimator
 
 TABLE = "usc_networks.parquet"
 SOURCE = "usc-mobile (qed-usc/mobile-ml-benchmark, MIT; Li, Paolieri, Golubchik, EdgeSys '24)"
 LATENCY_PREFIX = "latency_ms@"
 INPUT_SIDE = 224
-MODEL_LEVEL = "Σ cost × work (device features)"
 
 
 # Coarse on purpose: a held-out family leaves no close relative in training (every ResNet
@@ -116,7 +115,7 @@ class UscDevice:
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = device_feature_frame(graphs)
         out = self.model.predict(x)
-        out["route"] = MODEL_LEVEL
+        out["route"] = ROUTE
         if self.opwise is not None:
             out["model_level_ms"] = out["latency_ms"]
             ops = pd.concat(
