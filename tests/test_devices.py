@@ -8,6 +8,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -82,7 +83,7 @@ def test_an_unknown_device_names_the_nearest() -> None:
         get_device("pixel4/gpus")
 
 
-def test_costs_of_a_known_law_are_recovered_with_honest_intervals() -> None:
+def test_costs_of_a_known_law_are_recovered_with_honest_intervals(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     features = ("gflops", "kernels", "constant")
     x = pd.DataFrame(
@@ -101,6 +102,16 @@ def test_costs_of_a_known_law_are_recovered_with_honest_intervals() -> None:
     far = pd.DataFrame({"gflops": [50.0], "kernels": [100], "constant": [1.0]})
     flagged = model.predict(far).iloc[0]
     assert flagged["ood"] and "gflops 50" in flagged["ood_reason"]
+    # saved as JSON numbers (train writes it beside the blend) and loaded to the same predictions
+    model.save(tmp_path / "physical", {"note": "test"})
+    loaded = PhysicalLatency.load(tmp_path / "physical")
+    pd.testing.assert_frame_equal(loaded.predict(x.iloc[150:]), predicted)
+    assert loaded.costs() == model.costs() and loaded.margin(0.05) == model.margin(0.05)
+    meta = json.loads((tmp_path / "physical" / "meta.json").read_text())
+    meta["training_low"] = meta["training_low"][:1]
+    (tmp_path / "physical" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PredictorError, match="differ in length"):
+        PhysicalLatency.load(tmp_path / "physical")
 
 
 def test_physical_latency_names_bad_values() -> None:

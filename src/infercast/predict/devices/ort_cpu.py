@@ -35,7 +35,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from infercast.features import features
@@ -45,14 +44,14 @@ from infercast.predict.data import feature_frame
 from infercast.predict.devices.common import DeviceInfo, cards, data_file
 from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame
 from infercast.predict.devices.physical import PhysicalLatency, estimator
-from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
+from infercast.predict.routes import MEAN_ROUTE, geometric_mean
 
 CONFIGS = "ort_cpu_configs.parquet"
 OPS = "ort_cpu_ops.parquet"
 META = "ort_cpu.json"
 ROUTES = "ort_cpu_routes"
-ROUTE = "geometric mean of blend, op-wise and Σ cost × work"
+ROUTE = MEAN_ROUTE
 # a host learned from 128–224² inputs: no one input side marks a network as unlike its training
 INPUT_SIDE = None
 # settings chosen when the routes trained on first use (the defaults take 23 s here): the op-wise
@@ -172,21 +171,12 @@ class OrtCpuDevice:
         blend = self.routes.blend.predict(x).reset_index(drop=True)
         opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings)
         by_work = self.physical.predict(device_feature_frame(graphs))
-        routes = (blend, opwise, by_work)
-        ood, reasons = either_ood(*routes)
-        latencies = np.log([r["latency_ms"].to_numpy(dtype=np.float64) for r in routes])
-        return pd.DataFrame(
-            {
-                "latency_ms": np.exp(latencies.mean(axis=0)),
-                "latency_ms_low": np.min([r["latency_ms_low"].to_numpy() for r in routes], axis=0),
-                "latency_ms_high": np.max([r["latency_ms_high"].to_numpy() for r in routes], axis=0),
-                "ood": ood,
-                "ood_reason": reasons,
-                "route": ROUTE,
-                "model_level_ms": blend["latency_ms"].to_numpy(),
-                "opwise_ms": opwise["latency_ms"].to_numpy(),
-                "physical_ms": by_work["latency_ms"].to_numpy(),
-            }
+        mean = geometric_mean(blend, opwise, by_work.reset_index(drop=True))
+        return mean.assign(
+            route=ROUTE,
+            model_level_ms=blend["latency_ms"].to_numpy(),
+            opwise_ms=opwise["latency_ms"].to_numpy(),
+            physical_ms=by_work["latency_ms"].to_numpy(),
         )
 
 

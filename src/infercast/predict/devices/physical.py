@@ -14,6 +14,7 @@ the training networks spanned (with a factor of slack), with the features named.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,12 +22,14 @@ import pandas as pd
 from scipy.optimize import nnls
 from sklearn.model_selection import GroupKFold
 
+from infercast.predict.artifact import damaged_as_error, read_meta, write_meta
 from infercast.predict.devices.features import BASE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predict.errors import PredictorError
 from infercast.predict.intervals import conformal_quantile
 from infercast.predict.metrics import regression_metrics
 
 ROUTE = "Σ cost × work (device features)"
+KIND = "physical-latency"
 # a feature this many times beyond the training range is outside what the costs were fitted on
 _RANGE_SLACK = 2.0
 
@@ -175,6 +178,66 @@ class PhysicalLatency:
     def costs(self) -> dict[str, float]:
         """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
         return dict(zip(self.columns_, self._fitted().tolist(), strict=True))
+
+    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        """``folder/meta.json``: the costs, the interval's residuals and the training ranges —
+        numbers only, nothing that executes."""
+        costs = self._fitted()
+        assert self.residuals_ is not None and self.low_ is not None and self.high_ is not None
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        body = {
+            "params": {
+                "features": list(self.features),
+                "candidates": list(self.candidates),
+                "n_folds": self.n_folds,
+                "coverage": self.coverage,
+            },
+            "chosen": self.chosen_,
+            "costs": dict(zip(self.columns_, costs.tolist(), strict=True)),
+            "interval_q": self.interval_q_,
+            "oof_log_residuals": self.residuals_.tolist(),
+            "training_low": self.low_.tolist(),
+            "training_high": self.high_.tolist(),
+            "n_train": self.n_train_,
+        }
+        return write_meta(folder, KIND, body, metadata)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> PhysicalLatency:
+        folder = Path(folder)
+        saved = read_meta(
+            folder,
+            KIND,
+            required={
+                "params": dict,
+                "costs": dict,
+                "interval_q": (int, float),
+                "oof_log_residuals": list,
+                "training_low": list,
+                "training_high": list,
+                "n_train": int,
+            },
+        )
+        with damaged_as_error(folder):
+            params = saved["params"]
+            model = cls(
+                tuple(params["features"]),
+                tuple(params["candidates"]),
+                int(params["n_folds"]),
+                float(params["coverage"]),
+            )
+            model.chosen_ = saved.get("chosen")
+            model.columns_ = tuple(saved["costs"])
+            model.costs_ = np.array([float(v) for v in saved["costs"].values()])
+            model.interval_q_ = float(saved["interval_q"])
+            model.residuals_ = np.array(saved["oof_log_residuals"], dtype=np.float64)
+            model.low_ = np.array(saved["training_low"], dtype=np.float64)
+            model.high_ = np.array(saved["training_high"], dtype=np.float64)
+            model.n_train_ = int(saved["n_train"])
+            if not (len(model.low_) == len(model.high_) == len(model.costs_)):
+                raise PredictorError(f"{folder}: costs and training ranges differ in length")
+        return model
 
 
 def estimator(n_folds: int = 5) -> PhysicalLatency:
