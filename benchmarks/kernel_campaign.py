@@ -9,8 +9,9 @@ never trained on (benchmarks/real_networks.txt measured in two campaigns: truth 
 Every predictor (design-space profiles alone, and with each kernel campaign) goes through
 ``infercast train`` (``api.train``) with the same seed; a kernel campaign's networks only add op
 rows to the kernel regressors. Per latency route of each predictor
-(blend, op-wise, blend + op-wise, and the one ``train`` ranked first on its held-out configs, which
-``predict`` shows): median |error|, ±10 %, Spearman, per architecture family. Appends its result
+(blend, op-wise, blend + op-wise, Σ cost × work, the geometric mean of blend, op-wise and Σ cost ×
+work; ``train`` ranks them on its held-out configs and ``predict`` shows the first): median
+|error|, ±10 %, Spearman, per architecture family. Appends its result
 to benchmarks/RESULTS.md.
 """
 

@@ -28,9 +28,11 @@ from infercast.predict import (
     stratified_split,
 )
 from infercast.predict.data import feature_frame
+from infercast.predict.devices.physical import ROUTE as PHYSICAL
 from infercast.predict.forest import ArrayForest
 from infercast.predict.optable import kernels
 from infercast.predict.opwise import OpWise
+from infercast.predict.routes import MEAN_ROUTE
 
 from .helpers import E2E_SPACE, FAST, SMALL, conv_kernel_row, cost_law, infercast
 
@@ -430,10 +432,17 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     assert "no rows of energy_j" in row["energy_j_reason"]
     assert row["latency_ms_interval"][0] < row["latency_ms"] < row["latency_ms_interval"][1]
     assert row["opwise"]["latency_ms"] > 0
-    # three latency routes, in the order train ranked them on the held-out configs; the first leads
+    # five latency routes, in the order train ranked them on the held-out configs; the first leads
     ranking = json.loads((Path(out) / "routes.json").read_text())
     assert summary["routes"] == ranking
-    assert sorted(ranking["order"]) == ["blend", "blend + op-wise", "op-wise"]
+    assert set(ranking["order"]) == {"blend", "blend + op-wise", "op-wise", PHYSICAL, MEAN_ROUTE}
+    # the mean of three is the preferred route: first unless another is clearly better
+    assert f"; {MEAN_ROUTE} first unless" in ranking["criterion"]
+    by_route = {r["route"]: r["latency_ms"] for r in row["routes"]}
+    assert by_route[MEAN_ROUTE] == pytest.approx(
+        (by_route["blend"] * by_route["op-wise"] * by_route[PHYSICAL]) ** (1 / 3)
+    )
+    assert set(summary["physical_costs"]) >= {"gflops_conv", "kernels", "constant"}
     assert [r["route"] for r in row["routes"]] == ranking["order"] and row["route"] == ranking["order"][0]
     assert row["latency_ms"] == row["routes"][0]["latency_ms"] > 0
     table = infercast("predict", "--predictor", out, config)

@@ -16,13 +16,20 @@ import pandas as pd
 from infercast.predict.adapt import Adapted
 from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
+from infercast.predict.devices.features import device_feature_frame
+from infercast.predict.devices.physical import ROUTE as PHYSICAL
+from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
 from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
+from infercast.predict.routes import MEAN_ROUTE, geometric_mean
 
 # A predictor directory's latency routes: the blend on graph features (the directory itself), the
-# op-wise route (opwise/) and the blend given the op-wise estimate (COMBINED/), ranked in ROUTES_FILE
+# op-wise route (opwise/), the blend given the op-wise estimate (COMBINED/), Σ cost × work on
+# device features (PHYSICAL_DIR/) and the geometric mean of blend, op-wise and Σ cost × work
+# (MEAN_ROUTE), ranked in ROUTES_FILE
 COMBINED, COMBINED_DIR = "blend + op-wise", "combined"
+PHYSICAL_DIR = "physical"
 OPWISE_ESTIMATE = "log_opwise_ms"
 ROUTES_FILE = "routes.json"
 
@@ -31,10 +38,10 @@ def rank_routes(
     truth: np.ndarray, predicted: dict[str, np.ndarray], preferred: str = COMBINED, seed: int = 0
 ) -> dict[str, Any]:
     """The routes ordered by median |error| on held-out configs, with their figures — except that
-    ``preferred`` (the route that sees both the graph features and the op-wise estimate) stays
-    first unless another one's median is lower in at least 90 % of paired bootstrap resamples of
-    the configs: a few dozen held-out configs do not separate routes a tenth of a point apart,
-    and the first route is the one ``predict`` shows."""
+    ``preferred`` (``train`` passes the route chosen on design spaces held out, ``predict.routes``)
+    stays first unless another one's median is lower in at least 90 % of paired bootstrap
+    resamples of the configs: a few dozen held-out configs do not separate routes a tenth of a
+    point apart, and the first route is the one ``predict`` shows."""
     errors = {route: np.abs(values - truth) / truth for route, values in predicted.items()}
     figures = {
         route: {
@@ -55,7 +62,7 @@ def rank_routes(
     return {
         "order": order,
         "held_out": figures,
-        "criterion": f"median |error| of latency on the held-out configs with op profiles; {preferred} "
+        "criterion": f"median |error| of latency on the held-out configs every route predicts; {preferred} "
         "first unless another route is lower in 90 % of paired bootstrap resamples",
     }
 
@@ -100,6 +107,12 @@ def combined_of(folder: str | Path) -> tuple[CascadeBlend | None, list[str]]:
     return combined, order
 
 
+def physical_of(folder: str | Path) -> PhysicalLatency | None:
+    """The Σ cost × work route ``train`` wrote beside the blend, if it did."""
+    sub = Path(folder) / PHYSICAL_DIR
+    return PhysicalLatency.load(sub) if (sub / "meta.json").is_file() else None
+
+
 def device_adapted_of(folder: str | Path) -> Any:
     """The ``DeviceAdapted`` predictor in ``folder`` (from ``infercast adapt`` without sources),
     or None when the folder holds another kind."""
@@ -124,7 +137,6 @@ def _predict_device_adapted(
     timeout_s: float | None,
 ) -> list[dict[str, Any]]:
     from infercast.models.guarded import capture_model
-    from infercast.predict.devices.features import device_feature_frame
 
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
     x = device_feature_frame(graphs)
@@ -188,6 +200,15 @@ def predict_models(
             # the op-wise estimate is an input: its doubts are the combined route's too
             both["ood"], both["ood_reason"] = either_ood(both, routes["op-wise"])
             routes[COMBINED] = both
+    physical = physical_of(folder)
+    if physical is not None:
+        routes[PHYSICAL] = physical.predict(device_feature_frame(graphs)).reset_index(drop=True)
+        if "blend" in routes and "op-wise" in routes:
+            routes[MEAN_ROUTE] = geometric_mean(
+                routes["blend"].reset_index(drop=True),
+                routes["op-wise"].reset_index(drop=True),
+                routes[PHYSICAL],
+            )
     ranked = [r for r in order if r in routes] + [r for r in routes if r not in order]
     results = []
     for i, model in enumerate(models):

@@ -22,6 +22,8 @@ from infercast.api.predicting import (
     COMBINED,
     COMBINED_DIR,
     OPWISE_ESTIMATE,
+    PHYSICAL,
+    PHYSICAL_DIR,
     ROUTES_FILE,
     combined_of,
     load_predictor,
@@ -40,10 +42,13 @@ from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
 from infercast.predict.artifact import PlatformInfo
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
+from infercast.predict.devices.features import device_feature_frame
+from infercast.predict.devices.physical import estimator
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import stratified_split
 from infercast.predict.optable import check_e2e_table, check_op_table
 from infercast.predict.opwise import MIN_MODELS, OpWise
+from infercast.predict.routes import MEAN_ROUTE
 from infercast.store import Store
 from infercast.tables import read_table
 
@@ -110,6 +115,10 @@ def train(
         summary["kernel_campaign"] = (
             f"{kernel_ops['model'].nunique()} kernel networks, {len(kernel_ops)} op rows"
         )
+    # each route's latency on the held-out configs (NaN where it has none), ranked at the end
+    held: dict[str, np.ndarray] = {}
+    if "latency" in model.stages_:
+        held["blend"] = model.predict(data.x.iloc[test_rows], ood="none")["latency_ms"].to_numpy()
     if ops is not None and not ops.empty:
         train_ids = set(data.config_ids[train_rows])
         test_ids = set(data.config_ids[test_rows])
@@ -119,22 +128,29 @@ def train(
                 f"not trained: op profiles of {profiled} training configs "
                 f"(needs {MIN_MODELS}; profile with --ops)"
             )
-            return summary
-        tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
-        op_model = OpWise(seed=seed).fit(
-            ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)], kernel_ops=kernel_ops
-        )
-        held = ops[ops["model"].isin(test_ids)]
-        op_scores = op_model.evaluate(held.drop(columns="latency_ms"), e2e) if len(held) else {}
-        op_model.save(
-            out / "opwise",
-            {"platform": PlatformInfo.from_row(data.platform).to_meta(), "test_metrics": op_scores},
-        )
-        summary["opwise_test_metrics"] = op_scores
-        tell("training the blend on the op-wise estimate and ranking the routes")
-        summary["routes"] = _fit_combined(model, data, train_rows, test_rows, op_model, ops, out, metadata)
+        else:
+            tell(f"training the op-wise predictor on the op profiles of {profiled} configs")
+            op_model = OpWise(seed=seed).fit(
+                ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)], kernel_ops=kernel_ops
+            )
+            held_ops = ops[ops["model"].isin(test_ids)]
+            op_scores = op_model.evaluate(held_ops.drop(columns="latency_ms"), e2e) if len(held_ops) else {}
+            op_model.save(
+                out / "opwise",
+                {"platform": PlatformInfo.from_row(data.platform).to_meta(), "test_metrics": op_scores},
+            )
+            summary["opwise_test_metrics"] = op_scores
+            tell("training the blend on the op-wise estimate")
+            held.update(
+                _fit_combined(model, data, train_rows, test_rows, op_model, ops, out, metadata, summary)
+            )
     elif opwise:
         summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
+    held.update(_fit_physical(data, train_rows, test_rows, out, metadata, summary, tell))
+    if {"blend", "op-wise", PHYSICAL} <= set(held):
+        held[MEAN_ROUTE] = np.exp(np.mean(np.log([held["blend"], held["op-wise"], held[PHYSICAL]]), axis=0))
+    if len(held) > 1:
+        summary["routes"] = _rank(data, test_rows, held, out)
     return summary
 
 
@@ -147,38 +163,80 @@ def _fit_combined(
     ops: pd.DataFrame,
     out: Path,
     metadata: dict[str, Any],
-) -> dict[str, Any]:
-    """The third latency route, ``blend + op-wise``: the blend refitted (latency only) with the
-    op-wise estimate as a feature and in its trend — out-of-fold for the training configs, so it
-    learns the errors the op-wise route really makes. Then the three routes are ranked by median
-    |error| on the held-out configs with op profiles (``routes.json``; ``predict`` shows the first)."""
+    summary: dict[str, Any],
+) -> dict[str, np.ndarray]:
+    """The route ``blend + op-wise``: the blend refitted (latency only) with the op-wise estimate
+    as a feature and in its trend — out-of-fold for the training configs, so it learns the errors
+    the op-wise route really makes. Returns the op-wise and combined latencies of the held-out
+    configs (NaN where a config has no op profile)."""
     ids = data.config_ids
     test_ops = ops[ops["model"].isin(set(ids[test_rows]))].drop(columns="latency_ms")
     estimate = pd.concat([op_model.oof_latency_ms_, op_model.predict(test_ops)["latency_ms"]])
     x = data.x.assign(**{OPWISE_ESTIMATE: np.log(estimate.reindex(ids).to_numpy(dtype=np.float64))})
+    held_opwise = np.exp(x[OPWISE_ESTIMATE].to_numpy()[test_rows])
     fit_rows = train_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[train_rows])]
-    held_rows = test_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[test_rows])]
     if len(fit_rows) < 2 * blend.n_folds:  # what the blend's own folds need
-        return {
-            "order": [],
-            "note": f"blend + op-wise not trained: {len(fit_rows)} training configs have "
-            f"an op-wise estimate (needs {2 * blend.n_folds})",
-        }
+        summary["combined"] = (
+            f"blend + op-wise not trained: {len(fit_rows)} training configs have "
+            f"an op-wise estimate (needs {2 * blend.n_folds})"
+        )
+        return {"op-wise": held_opwise}
     combined = clone(blend).set_params(order=("latency",), estimates=(OPWISE_ESTIMATE,))
     combined.fit(x.iloc[fit_rows], data.y.iloc[fit_rows])
     training = {k: v for k, v in metadata["training"].items() if k != "test_metrics"}
     combined.save(out / COMBINED_DIR, {**metadata, "training": {**training, "n_train": len(fit_rows)}})
-    if not len(held_rows):
-        # nothing to rank them on: predict keeps the blend first, as without an op-wise route
-        return {"order": [], "note": "no held-out config has op profiles: the routes are not ranked"}
-    truth = data.y["latency_ms"].to_numpy(dtype=np.float64)[held_rows]
-    held_x = x.iloc[held_rows]
-    predicted = {
-        COMBINED: combined.predict(held_x, ood="none")["latency_ms"].to_numpy(),
-        "op-wise": np.exp(held_x[OPWISE_ESTIMATE].to_numpy()),
-        "blend": blend.predict(data.x.iloc[held_rows], ood="none")["latency_ms"].to_numpy(),
-    }
-    routes = rank_routes(truth, predicted)
+    held_combined = np.full(len(test_rows), np.nan)
+    known = np.isfinite(held_opwise)
+    if known.any():
+        held_combined[known] = combined.predict(x.iloc[test_rows[known]], ood="none")["latency_ms"].to_numpy()
+    return {"op-wise": held_opwise, COMBINED: held_combined}
+
+
+def _fit_physical(
+    data: TrainingData,
+    train_rows: np.ndarray,
+    test_rows: np.ndarray,
+    out: Path,
+    metadata: dict[str, Any],
+    summary: dict[str, Any],
+    tell: Progress,
+) -> dict[str, np.ndarray]:
+    """The route Σ cost × work (``devices.physical``) on the device features of each config's
+    graph, captured again from its model string: its interval's residuals come from holding each
+    design space out when the store has several. Returns its latencies of the held-out configs,
+    or nothing (with the reason in ``summary``) when a config's graph cannot be captured."""
+    from infercast.models.guarded import capture_model
+
+    tell(f"capturing the graphs of {len(data.models)} configs for the Σ cost × work route")
+    try:
+        graphs = [capture_model(str(m), None)[0] for m in data.models]
+    except Exception as error:  # a model file moved since it was measured: that route only is lost
+        summary["physical"] = f"not trained: a config's graph could not be captured again ({error})"
+        return {}
+    x = device_feature_frame(graphs)
+    spaces = np.array([str(m).split("?")[0] for m in data.models])
+    groups = spaces[train_rows] if len(set(spaces[train_rows])) > 1 else None
+    y = data.y["latency_ms"].to_numpy(dtype=np.float64)
+    model = estimator().fit(x.iloc[train_rows], y[train_rows], groups=groups)
+    training = {k: v for k, v in metadata["training"].items() if k != "test_metrics"}
+    model.save(out / PHYSICAL_DIR, {**metadata, "training": training})
+    summary["physical_costs"] = model.costs()
+    return {PHYSICAL: model.predict(x.iloc[test_rows])["latency_ms"].to_numpy()}
+
+
+def _rank(
+    data: TrainingData, test_rows: np.ndarray, held: dict[str, np.ndarray], out: Path
+) -> dict[str, Any]:
+    """The routes ranked on the held-out configs every route predicts (``routes.json``; ``predict``
+    shows the first): the geometric mean of the three routes is preferred where it exists (chosen
+    with design spaces held out, ``predict.routes``), else blend + op-wise, else the blend."""
+    every = np.logical_and.reduce([np.isfinite(v) for v in held.values()])
+    if not every.any():
+        # nothing to rank them on: predict keeps the blend first
+        return {"order": [], "note": "no held-out config has a prediction of every route: not ranked"}
+    truth = data.y["latency_ms"].to_numpy(dtype=np.float64)[test_rows][every]
+    preferred = next(r for r in (MEAN_ROUTE, COMBINED, "blend", *held) if r in held)
+    routes = rank_routes(truth, {route: values[every] for route, values in held.items()}, preferred)
     (out / ROUTES_FILE).write_text(json.dumps(routes, indent=2))
     return routes
 

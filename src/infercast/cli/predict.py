@@ -148,6 +148,15 @@ def predict(
     if as_json:
         print_json(results)
         return
+    from infercast.predict.devices.physical import ROUTE as PHYSICAL
+    from infercast.predict.routes import MEAN_ROUTE
+
+    # long route names, shortened in the table (and spelled out under it): its cells stay one line
+    short_routes = {MEAN_ROUTE: "mean of 3", PHYSICAL: "Σ cost × work"}
+
+    def short(route: str) -> str:
+        return short_routes.get(route, route)
+
     table = Table(title=f"predicted by {predictor}")
     columns = ("model", "latency ms (90 % interval)", "route", "other routes ms", "peak memory MB")
     for column in (*columns, "energy J", "ood"):
@@ -156,11 +165,15 @@ def predict(
         latency = _with_interval(r, "latency_ms")
         memory = _with_interval(r, "peak_memory_mb")
         energy = _with_interval(r, "energy_j") if r["energy_j"] is not None else "n/a"
-        others = ", ".join(f"{o['route']} {o['latency_ms']:.3g}" for o in r["routes"][1:]) or "–"
+        others = ", ".join(f"{short(o['route'])} {o['latency_ms']:.3g}" for o in r["routes"][1:]) or "–"
         # the first (worst) reason only; --json has them all
         ood = f"[yellow]yes[/]: {r['ood_reason'].split(';')[0]}" if r["ood"] else "no"
-        table.add_row(r["model"], latency, r.get("route", "–"), others, memory, energy, ood)
+        table.add_row(r["model"], latency, short(r.get("route", "–")), others, memory, energy, ood)
     console.print(table)
+    shown = {o["route"] for r in results for o in r["routes"]}
+    for route in sorted(shown & set(short_routes)):
+        if not route.startswith(short_routes[route]):
+            console.print(f"{short_routes[route]}: {route}", highlight=False)
     for r in results:
         if r.get("interval_note"):
             console.print(f"interval of {r['model']}: {r['interval_note']}")
