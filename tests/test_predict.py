@@ -17,7 +17,7 @@ import pytest
 import torch
 from sklearn.ensemble import ExtraTreesRegressor
 
-from infercast import space
+from infercast import api, space
 from infercast.api.predicting import rank_routes
 from infercast.predict import (
     CascadeBlend,
@@ -34,7 +34,7 @@ from infercast.predict.optable import kernels
 from infercast.predict.opwise import OpWise
 from infercast.predict.routes import MEAN_ROUTE
 
-from .helpers import E2E_SPACE, FAST, SMALL, conv_kernel_row, cost_law, infercast
+from .helpers import E2E_SPACE, FAST, SMALL, conv_kernel_row, cost_law, infercast, synthetic_store
 
 
 @pytest.fixture(scope="module")
@@ -391,6 +391,22 @@ def test_routes_rank_by_held_out_error_and_keep_the_combined_route_when_others_a
         "op-wise",
         "blend",
     ]
+
+
+def test_train_without_op_profiles_ranks_the_blend_and_sum_of_costs(tmp_path: Path) -> None:
+    """No op profiles: no op-wise, combined or mean route; Σ cost × work on the configs' captured
+    graphs is ranked beside the blend, which stays preferred, and predict follows that order."""
+    store = synthetic_store(tmp_path / "runs.db")
+    out = tmp_path / "predictor"
+    summary = api.train(store["db"], out, opwise=False, blend=CascadeBlend(**SMALL))
+    routes = summary["routes"]
+    assert set(routes["order"]) == {"blend", PHYSICAL} and "; blend first unless" in routes["criterion"]
+    assert routes["held_out"]["blend"]["n"] == summary["n_test"]
+    assert (out / "physical" / "meta.json").is_file() and summary["physical_costs"]["constant"] >= 0
+    config = "space:carb-resnet?batch=1&block=basic&depth=18&early_downsample=1&input_size=64&width=0.5"
+    [row] = api.predict_models(out, [config])
+    assert [r["route"] for r in row["routes"]] == routes["order"] and row["route"] == routes["order"][0]
+    assert all(r["latency_ms"] > 0 for r in row["routes"])
 
 
 def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:

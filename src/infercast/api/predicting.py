@@ -184,7 +184,7 @@ def predict_models(
         return _predict_device_adapted(adapted, folder, models, input_shape, batch_size, timeout_s)
     blend = load_predictor(folder)
     opwise = opwise_of(folder)
-    combined, order = combined_of(folder) if opwise is not None else (None, [])
+    combined, order = combined_of(folder)
     platform = blend.info.platform
     settings = platform.settings
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]

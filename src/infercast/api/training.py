@@ -37,6 +37,7 @@ from infercast.datasets import (
     store_tables,
     training_data,
 )
+from infercast.errors import InfercastError
 from infercast.paths import check_output_dir
 from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
 from infercast.predict.artifact import PlatformInfo
@@ -210,7 +211,7 @@ def _fit_physical(
     tell(f"capturing the graphs of {len(data.models)} configs for the Σ cost × work route")
     try:
         graphs = [capture_model(str(m), None)[0] for m in data.models]
-    except Exception as error:  # a model file moved since it was measured: that route only is lost
+    except InfercastError as error:  # a model file gone since it was measured: that route only is lost
         summary["physical"] = f"not trained: a config's graph could not be captured again ({error})"
         return {}
     x = device_feature_frame(graphs)

@@ -94,6 +94,9 @@ def train(
         )
     elif "opwise" in summary:
         console.print(f"op-wise: {summary['opwise']}")
+    for route in ("combined", "physical"):
+        if route in summary:
+            console.print(summary[route])
     routes = summary.get("routes")
     if routes and routes["order"]:
         held = routes["held_out"]
