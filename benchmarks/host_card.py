@@ -41,6 +41,7 @@ from infercast.predict.devices.features import device_feature_frame
 from infercast.predict.devices.physical import estimator
 from infercast.predict.devices.usc import family
 from infercast.predict.opwise import OpWise
+from infercast.predict.routes import geometric_mean
 from infercast.store import Store
 from results import append, family_table, machine, stamp
 
@@ -62,7 +63,7 @@ def held_out_routes(
         ops[ops["model"].isin(fit_ids)], e2e.iloc[train][["model", "latency_ms"]], kernel_ops=kernel_ops
     )
     held = ops[ops["model"].isin(set(test_ids))].drop(columns="latency_ms")
-    blended = blend.predict(x.iloc[test], ood="none")
+    blended = blend.predict(x.iloc[test])
     by_ops = opwise.predict(held).reindex(test_ids)
     by_blend = blended["latency_ms"].to_numpy()
     by_opwise = by_ops["latency_ms"].to_numpy(dtype=np.float64)
@@ -76,19 +77,16 @@ def held_out_routes(
     work = estimator().fit(e2e.iloc[train], e2e["latency_ms"].to_numpy()[train], groups)
     worked = work.predict(e2e.iloc[test])
     by_work = worked["latency_ms"].to_numpy()
-    routes = (blended, by_ops, worked)
-    interval = (
-        np.min([r["latency_ms_low"].to_numpy(dtype=np.float64) for r in routes], axis=0),
-        np.max([r["latency_ms_high"].to_numpy(dtype=np.float64) for r in routes], axis=0),
-    )
+    shipped = geometric_mean(blended, by_ops.reset_index(drop=True), worked.reset_index(drop=True))
     values = (
         by_blend,
         by_opwise,
         by_work,
         np.sqrt(by_blend * by_opwise),
-        np.cbrt(by_blend * by_opwise * by_work),
+        shipped["latency_ms"].to_numpy(),
         by_stacked,
     )
+    interval = (shipped["latency_ms_low"].to_numpy(), shipped["latency_ms_high"].to_numpy())
     return dict(zip(ROUTES, values, strict=True)), interval
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import gmean
 from sklearn.base import clone
 
 from infercast.api.predicting import (
@@ -116,6 +117,11 @@ def train(
         summary["kernel_campaign"] = (
             f"{kernel_ops['model'].nunique()} kernel networks, {len(kernel_ops)} op rows"
         )
+    # what the other routes record of the training (the blend's test metrics are not theirs)
+    route_meta = {
+        **metadata,
+        "training": {k: v for k, v in metadata["training"].items() if k != "test_metrics"},
+    }
     # each route's latency on the held-out configs (NaN where it has none), ranked at the end
     held: dict[str, np.ndarray] = {}
     if "latency" in model.stages_:
@@ -143,13 +149,13 @@ def train(
             summary["opwise_test_metrics"] = op_scores
             tell("training the blend on the op-wise estimate")
             held.update(
-                _fit_combined(model, data, train_rows, test_rows, op_model, ops, out, metadata, summary)
+                _fit_combined(model, data, train_rows, test_rows, op_model, ops, out, route_meta, summary)
             )
     elif opwise:
         summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
-    held.update(_fit_physical(data, train_rows, test_rows, out, metadata, summary, tell))
+    held.update(_fit_physical(data, train_rows, test_rows, out, route_meta, summary, tell))
     if {"blend", "op-wise", PHYSICAL} <= set(held):
-        held[MEAN_ROUTE] = np.exp(np.mean(np.log([held["blend"], held["op-wise"], held[PHYSICAL]]), axis=0))
+        held[MEAN_ROUTE] = gmean([held["blend"], held["op-wise"], held[PHYSICAL]], axis=0)
     if len(held) > 1:
         summary["routes"] = _rank(data, test_rows, held, out)
     return summary
@@ -184,8 +190,9 @@ def _fit_combined(
         return {"op-wise": held_opwise}
     combined = clone(blend).set_params(order=("latency",), estimates=(OPWISE_ESTIMATE,))
     combined.fit(x.iloc[fit_rows], data.y.iloc[fit_rows])
-    training = {k: v for k, v in metadata["training"].items() if k != "test_metrics"}
-    combined.save(out / COMBINED_DIR, {**metadata, "training": {**training, "n_train": len(fit_rows)}})
+    combined.save(
+        out / COMBINED_DIR, {**metadata, "training": {**metadata["training"], "n_train": len(fit_rows)}}
+    )
     held_combined = np.full(len(test_rows), np.nan)
     known = np.isfinite(held_opwise)
     if known.any():
@@ -219,8 +226,7 @@ def _fit_physical(
     groups = spaces[train_rows] if len(set(spaces[train_rows])) > 1 else None
     y = data.y["latency_ms"].to_numpy(dtype=np.float64)
     model = estimator().fit(x.iloc[train_rows], y[train_rows], groups=groups)
-    training = {k: v for k, v in metadata["training"].items() if k != "test_metrics"}
-    model.save(out / PHYSICAL_DIR, {**metadata, "training": training})
+    model.save(out / PHYSICAL_DIR, metadata)
     summary["physical_costs"] = model.costs()
     return {PHYSICAL: model.predict(x.iloc[test_rows])["latency_ms"].to_numpy()}
 

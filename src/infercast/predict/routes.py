@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import gmean
 
 from infercast.predict.ood import either_ood
 
@@ -23,10 +24,9 @@ def geometric_mean(*predictions: pd.DataFrame) -> pd.DataFrame:
     theirs (wider than it needs: a calibrated interval of the mean is not fitted), ``ood`` if any
     route doubts the model, with every reason."""
     ood, reasons = either_ood(*predictions)
-    latencies = np.log([p["latency_ms"].to_numpy(dtype=np.float64) for p in predictions])
     return pd.DataFrame(
         {
-            "latency_ms": np.exp(latencies.mean(axis=0)),
+            "latency_ms": gmean([p["latency_ms"].to_numpy(dtype=np.float64) for p in predictions], axis=0),
             "latency_ms_low": np.min([p["latency_ms_low"].to_numpy() for p in predictions], axis=0),
             "latency_ms_high": np.max([p["latency_ms_high"].to_numpy() for p in predictions], axis=0),
             "ood": ood,
