@@ -7,7 +7,7 @@ import pytest
 
 from infercast import space
 from infercast.predict import CascadeBlend
-from infercast.predict.intervals import Calibration, calibrate, interval_note
+from infercast.predict.intervals import Calibration, calibrate, conformal_quantile, interval_note
 from infercast.predict.ood import OODDetector
 
 from .helpers import SMALL, cost_law
@@ -32,6 +32,22 @@ def test_coverage_holds_near_and_far_when_noise_grows_with_distance() -> None:
         assert 0.85 <= covered <= 0.97, (low, high, covered)
         if low >= 4:  # a constant width, calibrated near, fails far away
             assert np.mean(residuals <= plain.half_width(d, len(d))) < 0.7
+
+
+def test_a_large_group_counts_as_one_draw_in_the_grouped_quantile() -> None:
+    # one family of 100 networks predicted within 1 %, and 29 singleton families at 1 … 29 %
+    residuals = np.concatenate([np.full(100, 0.01), np.arange(1, 30) / 100])
+    groups = np.array(["big"] * 100 + [f"f{i}" for i in range(29)])
+    # rows as draws: the 117th smallest of 129 (⌈0.9 · 130⌉) lies among the singletons' low end
+    assert conformal_quantile(residuals, 0.9) == pytest.approx(0.17)
+    # families as draws: 30 of them, the 28th smallest family (⌈0.9 · 31⌉)
+    assert conformal_quantile(residuals, 0.9, groups) == pytest.approx(0.27)
+    singletons = np.random.default_rng(1).normal(size=37)
+    assert conformal_quantile(singletons, 0.9, np.arange(37)) == conformal_quantile(singletons, 0.9)
+    # two design spaces held out in turn are two draws: no group-level 90 % exists, rows stand
+    assert conformal_quantile(residuals, 0.9, np.arange(129) % 2) == conformal_quantile(residuals, 0.9)
+    with pytest.raises(ValueError, match="3 residuals but 2 group labels"):
+        conformal_quantile(np.ones(3), 0.9, np.arange(2))
 
 
 def test_calibration_round_trips_and_old_predictors_keep_their_width() -> None:

@@ -33,14 +33,34 @@ import pandas as pd
 BETAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
 
 
-def conformal_quantile(residuals: np.ndarray, coverage: float) -> float:
+def conformal_quantile(residuals: np.ndarray, coverage: float, groups: np.ndarray | None = None) -> float:
     """The ⌈(n + 1)·coverage⌉-th smallest absolute residual (the largest when that rank exceeds n):
-    the finite-sample split-conformal half-width."""
-    ordered = np.sort(np.abs(np.asarray(residuals, dtype=np.float64)))
-    if not len(ordered):
+    the finite-sample split-conformal half-width.
+
+    With ``groups`` (architecture families, say) the exchangeable draws are the groups, not the
+    rows: 30 MobileNets are one draw, not 30. Each group then weighs as one row (its residuals
+    1 / size each) and the level is ``coverage · (G + 1) / G`` for G groups — the pooled-CDF
+    interval of two-layer hierarchical conformal prediction (Dunn, Wasserman & Ramdas, 2022),
+    which covers a member of a group never seen. One row per group gives the plain rank. With
+    fewer groups than that level needs (G < coverage / (1 − coverage): fewer than 9 for 90 %) it
+    would be the largest residual whatever the data, so the rows stand as the draws then (two design spaces
+    held out in turn are two draws, not a calibration)."""
+    absolute = np.abs(np.asarray(residuals, dtype=np.float64))
+    if not len(absolute):
         raise ValueError("a conformal interval needs at least one held-out residual")
-    rank = min(len(ordered), math.ceil((len(ordered) + 1) * coverage))
-    return float(ordered[rank - 1])
+    if groups is not None and len(groups) != len(absolute):
+        raise ValueError(f"{len(absolute)} residuals but {len(groups)} group labels")
+    if groups is None or coverage * (len(np.unique(groups)) + 1) > len(np.unique(groups)) + 1e-9:
+        ordered = np.sort(absolute)
+        rank = min(len(ordered), math.ceil((len(ordered) + 1) * coverage))
+        return float(ordered[rank - 1])
+    _, members, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    order = np.argsort(absolute, kind="stable")
+    cumulative = np.cumsum(1.0 / sizes[members][order]) / len(sizes)
+    level = coverage * (len(sizes) + 1) / len(sizes)
+    # the rounding slack keeps one row per group at the plain rank (k / n ≥ 0.9·(n + 1) / n)
+    index = int(np.searchsorted(cumulative, level - 1e-9))
+    return float(absolute[order][min(index, len(absolute) - 1)])
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ cost is a time per unit of work: a network of a family never seen still adds up 
 device's rates, where trees would fall back to the nearest training network.
 
 The 90 % interval is ``prediction · e^(±q)``, q the conformal quantile of the out-of-fold
-|log(truth / prediction)| — folds grouped (by architecture family, when given), so q holds for a
-family the predictor never saw. A model is ``ood`` when one of its features lies outside what
-the training networks spanned (with a factor of slack), with the features named.
+|log(truth / prediction)| — folds grouped (by architecture family, when given) and each group
+weighing as one draw (``intervals.conformal_quantile``), so q holds for a family the predictor
+never saw, however many networks the largest family has. A model is ``ood`` when one of its
+features lies outside what the training networks spanned (with a factor of slack), with the
+features named.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ class PhysicalLatency:
         matrix = self._matrix(x)
         # the out-of-fold residuals of the column chosen on them: a little optimistic when
         # candidates compete, the price of not nesting a second cross-validation
-        self.interval_q_ = conformal_quantile(residuals, self.coverage)
+        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups)
         self.residuals_ = residuals
         self.costs_ = fit_costs(matrix, y)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
