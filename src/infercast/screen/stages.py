@@ -121,7 +121,7 @@ def stage_one(
     distinct = len(kept)
     if candidates.space is not None and len(kept):
         # a sample larger than a small space repeats configs: each is scored once from here on
-        kept = kept.drop_duplicates([p.name for p in candidates.space.params], ignore_index=True)
+        kept = _distinct_configs(kept, candidates.space)
         distinct = len(kept)
     closest = (
         pd.concat(nearest, ignore_index=True).nsmallest(keep_closest, "_violation")
@@ -138,6 +138,29 @@ def stage_one(
         "elimination_rate": 1 - _survivor_count(survivors) / total if total else 0.0,
     }
     return kept, report, closest
+
+
+def _distinct_configs(frame: pd.DataFrame, space: Any) -> pd.DataFrame:
+    """The first row of each distinct config of ``space`` in ``frame``, in order. Each config is
+    one integer (its choice indices in mixed radix) when the space's size fits 63 bits — for a
+    million survivors of 30-odd parameters a tenth of the second ``drop_duplicates`` takes."""
+    names = [p.name for p in space.params]
+    if math.prod(len(p.choices) for p in space.params) >= 2**63:
+        return frame.drop_duplicates(names, ignore_index=True)
+    key = np.zeros(len(frame), dtype=np.int64)
+    for param in space.params:
+        column = frame[param.name]
+        if isinstance(column.dtype, pd.CategoricalDtype) and list(column.cat.categories) == list(
+            param.choices
+        ):
+            codes = column.cat.codes.to_numpy()
+        else:
+            codes = pd.Index(list(param.choices)).get_indexer(column)
+        if (codes < 0).any():  # a value that is not one of the choices: compare values instead
+            return frame.drop_duplicates(names, ignore_index=True)
+        key = key * len(param.choices) + codes
+    _, first = np.unique(key, return_index=True)
+    return frame.iloc[np.sort(first)].reset_index(drop=True)
 
 
 def _survivor_count(parts: list[pd.DataFrame]) -> int:

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from infercast.features import FEATURE_NAMES
-from infercast.measure import backends, run_campaign
 from infercast.predict import TARGETS, CascadeBlend
 from infercast.screen.candidates import Candidates
 from infercast.screen.request import ScreenError
@@ -36,6 +35,9 @@ def validate(
     """Measure the shortlist (and ``probe_rejected`` of the rejected candidates nearest the
     budgets) on this machine, on the predictor's platform; store the measurements; report
     predicted vs measured and the budget classification."""
+    # measuring imports torch (1.4 s): a screening that validates nothing should not pay it
+    from infercast.measure import backends, run_campaign
+
     platform = predictor.info.platform
     # settings that name where it ran (a device, a cluster's device kind) are not backend options
     settings = {k: v for k, v in platform.settings.items() if k not in ("device", "device_kind")}

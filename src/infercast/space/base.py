@@ -215,19 +215,23 @@ class Space(ABC):
 
     def draw_within(
         self, params: tuple[Param, ...], rng: np.random.Generator, n: int, stratified: bool
-    ) -> dict[str, np.ndarray]:
+    ) -> dict[str, np.ndarray | pd.Categorical]:
         """``n`` rows of values of ``params`` (this space's, or a restriction's): each drawn
         independently (``stratified``: cycled through in shuffled order). A space whose sampler
         knows more (``kernels``: real CNN shapes) overrides it, and its restrictions use it."""
-        columns: dict[str, np.ndarray] = {}
+        columns: dict[str, np.ndarray | pd.Categorical] = {}
         for p in params:
-            values = np.asarray(p.choices, dtype=object if isinstance(p.choices[0], str) else None)
             if stratified:
-                index = np.resize(np.arange(len(values)), n)
+                index = np.resize(np.arange(len(p.choices)), n)
                 rng.shuffle(index)
             else:
-                index = rng.integers(0, len(values), n)
-            columns[p.name] = values[index]
+                index = rng.integers(0, len(p.choices), n)
+            if isinstance(p.choices[0], str):
+                # categorical: a million Arrow-backed strings cost seconds to filter and
+                # deduplicate in a screening, their codes milliseconds
+                columns[p.name] = pd.Categorical.from_codes(index, categories=list(p.choices))
+            else:
+                columns[p.name] = np.asarray(p.choices)[index]
         return columns
 
     def with_ids(self, frame: pd.DataFrame) -> pd.DataFrame:

@@ -151,7 +151,8 @@ class PhysicalLatency:
                 "latency_ms_low": latency * np.exp(-self.interval_q_),
                 "latency_ms_high": latency * np.exp(self.interval_q_),
                 "ood": flagged,
-                "ood_reason": reasons,
+                # object, not Arrow-backed str: a screening filters a million of these rows
+                "ood_reason": pd.Series(reasons, index=x.index, dtype=object),
             },
             index=x.index,
         )
