@@ -38,7 +38,7 @@ from infercast.predict.blend import CascadeBlend
 from infercast.predict.devices import ort_cpu, physical
 from infercast.predict.devices.common import data_file
 from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import estimator
+from infercast.predict.devices.physical import fit_configs_and_kernels
 from infercast.predict.devices.usc import family
 from infercast.predict.opwise import OpWise
 from infercast.predict.routes import geometric_mean
@@ -72,9 +72,14 @@ def held_out_routes(
     stacked.fit(x.iloc[train].assign(**{OPWISE_ESTIMATE: np.log(estimate)}), e2e.iloc[train][["latency_ms"]])
     given = x.iloc[test].assign(**{OPWISE_ESTIMATE: np.log(by_opwise)})
     by_stacked = stacked.predict(given, ood="none")["latency_ms"].to_numpy()
-    spaces = e2e["space"].to_numpy()[train]
-    groups = spaces if len(set(spaces)) > 1 else None  # as shipped, unless one space is left
-    work = estimator().fit(e2e.iloc[train], e2e["latency_ms"].to_numpy()[train], groups)
+    kernels = ort_cpu.kernel_networks(name)
+    work = fit_configs_and_kernels(  # as shipped: the training configs and every kernel network
+        e2e.iloc[train],
+        e2e["latency_ms"].to_numpy()[train],
+        e2e["space"].to_numpy()[train],
+        kernels,
+        kernels["latency_ms"].to_numpy(),
+    )
     worked = work.predict(e2e.iloc[test])
     by_work = worked["latency_ms"].to_numpy()
     shipped = geometric_mean(blended, by_ops.reset_index(drop=True), worked.reset_index(drop=True))

@@ -192,6 +192,11 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
     assert set(e2e["space"]) == {"space:carb-resnet", "space:mobile-nas"} and len(x) == len(e2e) >= 100
     assert set(ops["model"]) <= set(e2e["model"]) and not set(kernel_ops["model"]) & set(e2e["model"])
     assert not set(DEVICE_FEATURES) & set(x.columns) and (e2e["gflops_conv"] > 0).all()
+    # Σ cost × work learns from the kernel networks too; the configs alone calibrate its interval
+    kernels = ort_cpu.kernel_networks(name)
+    assert set(kernels["model"].str.split("?").str[0]) == {"space:kernels"} and len(kernels) >= 100
+    work = ort_cpu.physical(name)
+    assert work.n_train_ == len(e2e) + len(kernels) and len(work.residuals_) == len(e2e)
     net = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.AdaptiveAvgPool2d(1)
     )
@@ -222,15 +227,16 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
 
 def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monkeypatch) -> None:
     made = synthetic_store(tmp_path / "runs.db", n=12)
-    configs, ops, host = host_tables(made["db"], ["first"], [])
+    configs, ops, kernels, host = host_tables(made["db"], ["first"], [])
     assert len(configs) == made["n_configs"] and set(configs["space"]) == {"space:carb-resnet"}
     assert (configs[list(DEVICE_FEATURES)].notna().all().all()) and (configs["kernels"] > 0).all()
-    assert ops.empty and host["n_configs"] == len(configs) and host["backend"]
-    shipped = {f: tmp_path / f for f in (ort_cpu.CONFIGS, ort_cpu.OPS, ort_cpu.META)}
+    assert ops.empty and kernels.empty and host["n_configs"] == len(configs) and host["backend"]
+    files = (ort_cpu.CONFIGS, ort_cpu.OPS, ort_cpu.KERNEL_NETWORKS, ort_cpu.META)
+    shipped = {f: tmp_path / f for f in files}
     monkeypatch.setattr("infercast.api.device_tables.data_file", lambda f: shipped[f])
-    write_host("test/host", configs, ops, host)
-    write_host("test/host", configs, ops, host)  # rebuilding a host replaces its rows
-    write_host("test/other", configs.head(3), ops, host)
+    write_host("test/host", configs, ops, kernels, host)
+    write_host("test/host", configs, ops, kernels, host)  # rebuilding a host replaces its rows
+    write_host("test/other", configs.head(3), ops, kernels, host)
     table = pd.read_parquet(shipped[ort_cpu.CONFIGS])
     assert table["device"].value_counts().to_dict() == {"test/host": len(configs), "test/other": 3}
     assert set(json.loads(shipped[ort_cpu.META].read_text())["devices"]) == {"test/host", "test/other"}
@@ -423,6 +429,20 @@ def test_closed_form_device_features_equal_the_captured_graph(model: str) -> Non
     for name, value in expected.items():
         assert closed[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
     assert closed["input_side"] == config.get("resolution", config.get("input_size"))
+
+
+def test_a_graph_that_runs_no_kernel_has_only_the_constant() -> None:
+    from infercast.graph import capture
+    from infercast.predict.devices.features import device_features
+
+    class Halves(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            first, second = x.chunk(2, dim=1)
+            return first.contiguous(), second.contiguous()
+
+    features = device_features(capture(Halves(), (1, 8, 7, 7)))
+    assert features["constant"] == 1 and features["kernels"] == 0
+    assert all(value == 0 for name, value in features.items() if name != "constant")
 
 
 def test_screen_a_design_space_for_a_phone() -> None:

@@ -34,8 +34,19 @@ from infercast.predict.forest import ArrayForest
 from infercast.predict.optable import kernels
 from infercast.predict.opwise import OpWise
 from infercast.predict.routes import MEAN_ROUTE
+from infercast.store import Store
 
-from .helpers import E2E_SPACE, FAST, SMALL, conv_kernel_row, cost_law, infercast, synthetic_store
+from .helpers import (
+    E2E_SPACE,
+    FAST,
+    SMALL,
+    SYNTHETIC_PLATFORM,
+    conv_kernel_row,
+    cost_law,
+    infercast,
+    synthetic_measurement,
+    synthetic_store,
+)
 
 
 @pytest.fixture(scope="module")
@@ -408,6 +419,39 @@ def test_train_without_op_profiles_ranks_the_blend_and_sum_of_costs(tmp_path: Pa
     [row] = api.predict_models(out, [config])
     assert [r["route"] for r in row["routes"]] == routes["order"] and row["route"] == routes["order"][0]
     assert all(r["latency_ms"] > 0 for r in row["routes"])
+
+
+def test_kernel_networks_teach_sum_of_costs_the_kernels_configs_lack(tmp_path: Path) -> None:
+    """The carb-resnet configs have no depthwise convolution: a kernel campaign's dwconv networks
+    give Σ cost × work a cost for it, while the configs alone score its interval."""
+    from infercast.graph import capture
+    from infercast.predict.devices.features import device_features
+
+    store = synthetic_store(tmp_path / "runs.db")
+    kernels = space.restrict(space.get("kernels"), "op", ["dwconv"])
+    configs = kernels.sample(12, seed=0).drop_duplicates("id", ignore_index=True)
+    rows = kernels.config_rows(configs)
+    with Store(store["db"]) as db:
+        platform_id = db.add_platform(SYNTHETIC_PLATFORM)
+        db.add_configs(rows)
+        for row, config in zip(rows, configs.to_dict("records"), strict=True):
+            params = {p.name: config[p.name] for p in kernels.params}
+            work = device_features(capture(kernels.build(params), kernels.input_shape(params)))
+            # 40 ms per GFLOP of depthwise convolution, 20 µs per kernel launched
+            latency = 40 * work["gflops_dwconv"] + 0.02 * work["kernels"]
+            db.add_measurement(platform_id, "kernels", synthetic_measurement(row["id"], latency, 1.0, 0.005))
+    out = tmp_path / "predictor"
+    summary = api.train(store["db"], out, opwise=False, blend=CascadeBlend(**SMALL))
+    assert summary["physical_costs"]["gflops_dwconv"] > 0
+    assert summary["physical"] == (
+        f"Σ cost × work fitted on {summary['n_train']} configs and {len(rows)} kernel networks"
+    )
+    saved = json.loads((out / "physical" / "meta.json").read_text())
+    assert saved["n_train"] == summary["n_train"] + len(rows)
+    assert len(saved["oof_log_residuals"]) == summary["n_train"]  # the configs' errors only
+    without = api.train(store["db"], tmp_path / "configs-only", opwise=False, campaigns=["first"],
+                        blend=CascadeBlend(**SMALL))  # fmt: skip
+    assert without["physical_costs"]["gflops_dwconv"] == 0 and "physical" not in without
 
 
 def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:

@@ -122,6 +122,23 @@ def kernel_campaign_configs(store: Store, platform_id: str, campaigns: list[str]
     return set(measured.loc[chosen, "config_id"])
 
 
+def kernel_network_latencies(
+    store: Store, platform_id: str, latency_stat: str = "low_ms", campaigns: list[str] | None = None
+) -> pd.DataFrame:
+    """``model`` (string) and ``latency_ms`` of each kernel-campaign network measured on a platform
+    (its latest measurement; in ``campaigns`` only, when given)."""
+    if latency_stat not in LATENCY_STATS:
+        raise PredictorError(f"latency_stat={latency_stat!r}: choose among {', '.join(LATENCY_STATS)}")
+    measured = store.measurements(platform_id)
+    chosen = measured["space"] == KERNEL_SPACE
+    if campaigns:
+        chosen &= measured["campaign"].isin(campaigns)
+    rows = measured[chosen].sort_values("id").drop_duplicates("config_id", keep="last")
+    return pd.DataFrame(
+        {"model": rows["model"].astype(str), "latency_ms": rows[latency_stat].astype(np.float64)}
+    ).reset_index(drop=True)
+
+
 def store_tables(
     store: Store, platform_id: str, latency_stat: str = "low_ms"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:

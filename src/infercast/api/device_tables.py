@@ -89,14 +89,20 @@ def nb201_feature_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def host_tables(
     db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "low_ms"
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """One measured host's shipped rows: its design-space configs (``model`` = config id, its
     ``space``, predictor features, device features, ``latency_ms``), their op rows and the kernel
-    networks' (``kernel_campaign``), and what describes the host. Refuses any config that is not a
-    design-space one."""
+    networks' (``kernel_campaign``), the kernel networks themselves (``model`` string,
+    ``latency_ms``, device features), and what describes the host. Refuses any config that is
+    not a design-space one."""
     from rich.progress import track
 
-    from infercast.datasets import kernel_campaign_configs, store_tables, training_data
+    from infercast.datasets import (
+        kernel_campaign_configs,
+        kernel_network_latencies,
+        store_tables,
+        training_data,
+    )
     from infercast.models.guarded import capture_model
     from infercast.predict.errors import PredictorError
     from infercast.store import Store
@@ -105,6 +111,11 @@ def host_tables(
         data = training_data(store, None, latency_stat, campaigns)
         ops, _ = store_tables(store, data.platform["id"], latency_stat)
         kernel_networks = kernel_campaign_configs(store, data.platform["id"], kernel_campaigns)
+        kernel_latencies = (
+            kernel_network_latencies(store, data.platform["id"], latency_stat, kernel_campaigns)
+            if kernel_campaigns
+            else pd.DataFrame(columns=["model", "latency_ms"])
+        )
     foreign = [str(m) for m in data.models if not str(m).startswith("space:")]
     if foreign:
         raise PredictorError(
@@ -123,6 +134,13 @@ def host_tables(
         latency_ms=data.y["latency_ms"].to_numpy(),
     )
     configs[list(DEVICE_FEATURES)] = device_feature_frame(graphs).to_numpy()
+    kernel_models = kernel_latencies["model"].tolist()
+    kernel_graphs = [
+        capture_model(m, None)[0] for m in track(kernel_models, description="capturing the kernel networks")
+    ]
+    kernel_rows = pd.concat(
+        [kernel_latencies.reset_index(drop=True), device_feature_frame(kernel_graphs)], axis=1
+    )
     design = set(data.config_ids)
     ops = ops[ops["model"].isin(design | kernel_networks)]
     ops = ops.assign(kernel_campaign=ops["model"].isin(kernel_networks)).reset_index(drop=True)
@@ -143,13 +161,16 @@ def host_tables(
         "n_kernel_networks": len(kernel_networks),
         "latency_stat": latency_stat,
     }
-    return configs, ops, host
+    return configs, ops, kernel_rows, host
 
 
-def write_host(name: str, configs: pd.DataFrame, ops: pd.DataFrame, host: dict[str, Any]) -> None:
+def write_host(
+    name: str, configs: pd.DataFrame, ops: pd.DataFrame, kernel_networks: pd.DataFrame, host: dict[str, Any]
+) -> None:
     """Put one host's rows into the shipped tables, replacing its earlier rows."""
     tables = []
-    for file, rows in ((ort_cpu.CONFIGS, configs), (ort_cpu.OPS, ops)):
+    shipped = ((ort_cpu.CONFIGS, configs), (ort_cpu.OPS, ops), (ort_cpu.KERNEL_NETWORKS, kernel_networks))
+    for file, rows in shipped:
         path = data_file(file)
         kept = pd.read_parquet(path) if path.is_file() else rows.head(0).assign(device="")
         tables.append((path, pd.concat([kept[kept["device"] != name], rows.assign(device=name)])))

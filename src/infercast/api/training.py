@@ -34,6 +34,7 @@ from infercast.api.predicting import (
 from infercast.datasets import (
     TrainingData,
     kernel_campaign_configs,
+    kernel_network_latencies,
     resolve_platform,
     store_tables,
     training_data,
@@ -45,7 +46,7 @@ from infercast.predict.artifact import PlatformInfo
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import estimator
+from infercast.predict.devices.physical import fit_configs_and_kernels
 from infercast.predict.errors import PredictorError
 from infercast.predict.folds import stratified_split
 from infercast.predict.optable import check_e2e_table, check_op_table
@@ -77,6 +78,7 @@ def train(
         data = training_data(store, platform, latency_stat, campaigns)
         ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
         kernel_networks = kernel_campaign_configs(store, data.platform["id"], campaigns) if opwise else set()
+        kernel_latencies = kernel_network_latencies(store, data.platform["id"], latency_stat, campaigns)
     if len(data.x) < 12:
         raise PredictorError(
             f"{db}: only {len(data.x)} measured configs on this platform; train needs 12 or more"
@@ -153,7 +155,7 @@ def train(
             )
     elif opwise:
         summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
-    held.update(_fit_physical(data, train_rows, test_rows, out, route_meta, summary, tell))
+    held.update(_fit_physical(data, train_rows, test_rows, kernel_latencies, out, route_meta, summary, tell))
     if {"blend", "op-wise", PHYSICAL} <= set(held):
         held[MEAN_ROUTE] = gmean([held["blend"], held["op-wise"], held[PHYSICAL]], axis=0)
     if len(held) > 1:
@@ -204,31 +206,43 @@ def _fit_physical(
     data: TrainingData,
     train_rows: np.ndarray,
     test_rows: np.ndarray,
+    kernel_latencies: pd.DataFrame,
     out: Path,
     metadata: dict[str, Any],
     summary: dict[str, Any],
     tell: Progress,
 ) -> dict[str, np.ndarray]:
     """The route Σ cost × work (``devices.physical``) on the device features of each config's
-    graph, captured again from its model string: its interval's residuals come from holding each
-    design space out when the store has several. Returns its latencies of the held-out configs,
-    or nothing (with the reason in ``summary``) when a config's graph cannot be captured."""
+    graph, captured again from its model string, and of each kernel-campaign network (which
+    teach the costs of kernels the design spaces lack; the configs alone score the route): its
+    interval's residuals come from holding each design space out when the store has several.
+    Returns its latencies of the held-out configs, or nothing (with the reason in ``summary``)
+    when a graph cannot be captured."""
     from infercast.models.guarded import capture_model
 
-    tell(f"capturing the graphs of {len(data.models)} configs for the Σ cost × work route")
+    models = [str(m) for m in data.models[train_rows]] + kernel_latencies["model"].tolist()
+    tell(f"capturing the graphs of {len(models)} networks for the Σ cost × work route")
     try:
-        graphs = [capture_model(str(m), None)[0] for m in data.models]
+        x = device_feature_frame([capture_model(m, None)[0] for m in models])
+        held_out = device_feature_frame([capture_model(str(m), None)[0] for m in data.models[test_rows]])
     except InfercastError as error:  # a model file gone since it was measured: that route only is lost
-        summary["physical"] = f"not trained: a config's graph could not be captured again ({error})"
+        summary["physical"] = f"Σ cost × work not trained: a graph could not be captured again ({error})"
         return {}
-    x = device_feature_frame(graphs)
-    spaces = np.array([str(m).split("?")[0] for m in data.models])
-    groups = spaces[train_rows] if len(set(spaces[train_rows])) > 1 else None
-    y = data.y["latency_ms"].to_numpy(dtype=np.float64)
-    model = estimator().fit(x.iloc[train_rows], y[train_rows], groups=groups)
+    configs = len(train_rows)
+    model = fit_configs_and_kernels(
+        x.iloc[:configs],
+        data.y["latency_ms"].to_numpy(dtype=np.float64)[train_rows],
+        np.array([m.split("?")[0] for m in models[:configs]]),
+        x.iloc[configs:],
+        kernel_latencies["latency_ms"].to_numpy(),
+    )
     model.save(out / PHYSICAL_DIR, metadata)
     summary["physical_costs"] = model.costs()
-    return {PHYSICAL: model.predict(x.iloc[test_rows])["latency_ms"].to_numpy()}
+    if len(kernel_latencies):
+        summary["physical"] = (
+            f"Σ cost × work fitted on {len(train_rows)} configs and {len(kernel_latencies)} kernel networks"
+        )
+    return {PHYSICAL: model.predict(held_out)["latency_ms"].to_numpy()}
 
 
 def _rank(

@@ -76,6 +76,24 @@ def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRul
     raise ValueError(f"no fusion rules for backend {backend!r} (known: {known})")
 
 
+KERNEL_TABLE_COLUMNS = (
+    "model",
+    "op_type",
+    "kernel",
+    "h_in",
+    "w_in",
+    "c_in",
+    "h_out",
+    "w_out",
+    "c_out",
+    "kernel_size",
+    "stride",
+    "groups",
+    "flops",
+    "bytes",
+)
+
+
 def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:
     """One row per graph op the backend still executes (aliases and folded BatchNorms dropped)
     with the ``kernel`` it runs in, in the op-table columns (docs/formats.md): op_type, shapes,
@@ -161,7 +179,8 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
                 "bytes": node.bytes_read + node.bytes_written,
             }
         )
-    return pd.DataFrame(rows)
+    # a graph of data movement alone (a split, a reshape) runs no kernel: still the same columns
+    return pd.DataFrame(rows, columns=KERNEL_TABLE_COLUMNS)
 
 
 def _dim(shape: tuple[int, ...], axis: int) -> float | None:

@@ -89,12 +89,24 @@ class PhysicalLatency:
             raise PredictorError("features hold NaN or infinite values")
         return matrix
 
-    def fit(self, x: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None = None) -> PhysicalLatency:
+    def fit(
+        self,
+        x: pd.DataFrame,
+        y: np.ndarray,
+        groups: np.ndarray | None = None,
+        scored: np.ndarray | None = None,
+    ) -> PhysicalLatency:
         """Fit the costs on networks ``x`` with latencies ``y`` (ms); ``groups`` (e.g. families)
-        keep related networks in one fold when calibrating the interval."""
+        keep related networks in one fold when calibrating the interval. ``scored`` (a boolean
+        mask, default every row) marks the rows whose out-of-fold errors choose the extra column
+        and calibrate the interval: one-kernel networks of a kernel campaign teach the costs of
+        kernels the networks lack, but a network of many kernels is what the route predicts."""
         y = np.asarray(y, dtype=np.float64)
         if len(y) != len(x):
             raise PredictorError(f"{len(x)} rows of features but {len(y)} latencies")
+        scored = np.ones(len(y), dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
+        if len(scored) != len(y) or not scored.any():
+            raise PredictorError(f"scored must mark at least one of the {len(y)} rows")
         if not (np.isfinite(y).all() and (y > 0).all()):
             raise PredictorError("latencies must be positive and finite")
         groups = np.arange(len(y)) if groups is None else np.asarray(groups)
@@ -109,16 +121,16 @@ class PhysicalLatency:
             for train, test in folds:
                 costs = fit_costs(matrix[train], y[train])
                 residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
-            error = float(np.mean(np.abs(residuals)))
+            error = float(np.mean(np.abs(residuals[scored])))
             if best is None or error < best[0]:
-                best = (error, extra, residuals)
+                best = (error, extra, residuals[scored])
         assert best is not None
         _, self.chosen_, residuals = best
         self.columns_ = self.features + ((self.chosen_,) if self.chosen_ else ())
         matrix = self._matrix(x)
         # the out-of-fold residuals of the column chosen on them: a little optimistic when
         # candidates compete, the price of not nesting a second cross-validation
-        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups)
+        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups[scored])
         self.residuals_ = residuals
         self.costs_ = fit_costs(matrix, y)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
@@ -241,6 +253,30 @@ class PhysicalLatency:
             if not (len(model.low_) == len(model.high_) == len(model.costs_)):
                 raise PredictorError(f"{folder}: costs and training ranges differ in length")
         return model
+
+
+def fit_configs_and_kernels(
+    configs: pd.DataFrame,
+    latency_ms: np.ndarray,
+    spaces: np.ndarray,
+    kernel_networks: pd.DataFrame | None = None,
+    kernel_latency_ms: np.ndarray | None = None,
+) -> PhysicalLatency:
+    """``estimator()`` fitted on a host's design-space configs (device features, latencies, their
+    design space) and the one-kernel networks of its kernel campaigns, which teach the costs of
+    kernels the spaces lack. The configs are held out a design space at a time when there are
+    several (else one by one), the kernel networks spread over every fold; the configs alone
+    score the choice of column and the interval: a network of many kernels is what is predicted."""
+    if kernel_networks is None or kernel_latency_ms is None:
+        kernel_networks, kernel_latency_ms = configs.head(0), np.empty(0)
+    spaces = np.asarray(spaces, dtype=object)
+    config_groups = spaces if len(set(spaces)) > 1 else np.array([f"config {i}" for i in range(len(spaces))])
+    groups = np.concatenate(
+        [config_groups, np.array([f"kernel network {i}" for i in range(len(kernel_networks))], dtype=object)]
+    )
+    x = pd.concat([configs, kernel_networks], ignore_index=True)
+    y = np.concatenate([np.asarray(latency_ms), np.asarray(kernel_latency_ms)]).astype(np.float64)
+    return estimator().fit(x, y, groups=groups, scored=np.arange(len(y)) < len(configs))
 
 
 def estimator(n_folds: int = 5) -> PhysicalLatency:
