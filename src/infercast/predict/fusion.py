@@ -27,6 +27,7 @@ import pandas as pd
 
 from infercast.graph import Graph, op_group
 from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, is_alias, kind_of
+from infercast.predict.optable import REQUIRED_OP_COLUMNS, SHAPE_COLUMNS
 
 _CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
 
@@ -76,22 +77,8 @@ def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRul
     raise ValueError(f"no fusion rules for backend {backend!r} (known: {known})")
 
 
-KERNEL_TABLE_COLUMNS = (
-    "model",
-    "op_type",
-    "kernel",
-    "h_in",
-    "w_in",
-    "c_in",
-    "h_out",
-    "w_out",
-    "c_out",
-    "kernel_size",
-    "stride",
-    "groups",
-    "flops",
-    "bytes",
-)
+# the op table's columns (docs/formats.md), as a captured graph's kernels fill them
+KERNEL_TABLE_COLUMNS = (*REQUIRED_OP_COLUMNS, "kernel", *SHAPE_COLUMNS, "bytes")
 
 
 def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:
