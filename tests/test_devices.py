@@ -265,6 +265,9 @@ def test_cli_devices_list_show_and_the_one_line_error() -> None:
     assert re.search(r"│\s+blend\s+│\s+36 │", host.stdout) and re.search(
         r"│\s+op-wise\s+│\s+36 │", host.stdout
     )
+    phone = run_cli("devices", "show", "pixel4/1large")
+    assert phone.returncode == 0, phone.stderr
+    assert re.search(r"90 % cover per architecture family \(.*\): \d+%", phone.stdout)
     wrong = run_cli("devices", "show", "pixel4/gpux")
     assert wrong.returncode == 2
     assert wrong.stderr.strip().count("\n") == 0 and "nearest: pixel4/gpu" in wrong.stderr

@@ -92,3 +92,8 @@ def show(
     for baseline, figures in card.get("baselines", {}).items():
         table.add_row(f"  {baseline} baseline", str(figures["n"]), *_card_cells(figures))
     console.print(table)
+    if card.get("coverage_per_family") is not None:
+        console.print(
+            f"90 % cover per architecture family (each family once, the level the interval promises): "
+            f"{_pct(card['coverage_per_family'])}"
+        )
