@@ -259,16 +259,15 @@ def fit_configs_and_kernels(
     configs: pd.DataFrame,
     latency_ms: np.ndarray,
     spaces: np.ndarray,
-    kernel_networks: pd.DataFrame | None = None,
-    kernel_latency_ms: np.ndarray | None = None,
+    kernel_networks: pd.DataFrame,
+    kernel_latency_ms: np.ndarray,
 ) -> PhysicalLatency:
-    """``estimator()`` fitted on a host's design-space configs (device features, latencies, their
+    """``estimator()`` fitted on a machine's design-space configs (device features, latencies, their
     design space) and the one-kernel networks of its kernel campaigns, which teach the costs of
     kernels the spaces lack. The configs are held out a design space at a time when there are
     several (else one by one), the kernel networks spread over every fold; the configs alone
-    score the choice of column and the interval: a network of many kernels is what is predicted."""
-    if kernel_networks is None or kernel_latency_ms is None:
-        kernel_networks, kernel_latency_ms = configs.head(0), np.empty(0)
+    score the choice of column and the interval: a network of many kernels is what is predicted.
+    No kernel networks (empty) leaves the configs alone."""
     spaces = np.asarray(spaces, dtype=object)
     config_groups = spaces if len(set(spaces)) > 1 else np.array([f"config {i}" for i in range(len(spaces))])
     groups = np.concatenate(
