@@ -207,16 +207,19 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
     assert one["latency_ms"] == pytest.approx(math.prod(routes) ** (1 / 3))
     low, high = one["latency_ms_interval"]
     assert low < min(routes) <= one["latency_ms"] <= max(routes) < high
-    # the shipped routes are what training on the shipped tables gives
+    # the shipped routes are what training on the shipped tables gives — to within what another
+    # CPU's BLAS kernels change: the last bits of each fold's least-squares trend move the fold
+    # models' trees and so the blend's weights (4e-4 relative on a machine with AVX-512); a stale
+    # artifact, trained on other rows, is off by far more
     graph = infercast.capture(net, input_shape=(1, 3, 160, 160))
     shipped = ort_cpu.load(name)
     retrained = ort_cpu.train_routes(name)
     assert retrained.blend.predict(x.head(20))["latency_ms"].to_numpy() == pytest.approx(
-        shipped.routes.blend.predict(x.head(20))["latency_ms"].to_numpy(), rel=1e-5
+        shipped.routes.blend.predict(x.head(20))["latency_ms"].to_numpy(), rel=3e-3
     )
     assert retrained.opwise.predict_graphs([graph], shipped.backend, shipped.settings)[
         "latency_ms"
-    ].to_numpy() == pytest.approx([one["opwise_ms"]], rel=1e-5)
+    ].to_numpy() == pytest.approx([one["opwise_ms"]], rel=3e-3)
     bigger = nn.Sequential(
         *net[:-1], nn.Conv2d(32, 256, 3, padding=1), nn.Conv2d(256, 256, 3), nn.AdaptiveAvgPool2d(1)
     )
