@@ -7,6 +7,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -409,6 +411,21 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert "--device epyc-2core/ort-cpu" in screened["device"]["note"]
     refused = run_cli("screen", "--device", "epyc-2core/ort-cpu", "--space", "nb201", "--max-latency-ms", "1")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
+
+
+def test_screening_a_space_for_a_device_never_imports_torch() -> None:
+    # sampling, closed-form features and both stages need no network: torch's import alone took
+    # 1.9 s of the 10 s a million candidates may take
+    code = (
+        "import sys, infercast.api as api\n"
+        "r = api.screen(None, {'latency': 10}, 'latency,flops', space='mobile-nas', n=2000,\n"
+        "               device='pixel4/gpu')\n"
+        "assert r['shortlist'], r\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,

@@ -10,7 +10,8 @@ import torch
 from infercast.features import FEATURE_NAMES, features
 from infercast.graph import capture
 from infercast.space import SpaceError, get
-from infercast.space.kernels import OPS, canonical, kernel_shapes, sample_around
+from infercast.space.kernels import ACTIVATIONS, OPS, canonical, kernel_shapes, sample_around
+from infercast.space.nets.kernels import ACTIVATIONS as ACTIVATION_MODULES
 
 RESTRICTED = """
 name: small-kernels
@@ -92,6 +93,7 @@ def test_every_op_runs_as_one_kernel() -> None:
         "upsample": "op=upsample&side=7&cin=16&cout=16&kernel=1&stride=2&act=none",
     }
     assert set(configs) == set(OPS)
+    assert tuple(ACTIVATION_MODULES) == ACTIVATIONS  # the space's choices, each with its module
     for op, query in configs.items():
         config = space.parse(query)
         module = space.build(config)

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
 from infercast.features import FEATURE_NAMES
 from infercast.space.base import Param, Space, SpaceError
 from infercast.space.vector import Accumulator, as_columns, round_channels, scale_rows
 
+if TYPE_CHECKING:
+    from torch import nn
+
 STAGE_CHANNELS = (64, 128, 256, 512)
 NUM_CLASSES = 1000
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CONVS_PER_BLOCK = {"basic": 2, "bottleneck": 3}
 EXPANSION = {"basic": 1, "bottleneck": 4}
 STANDARD_LAYOUTS = {
@@ -58,85 +58,6 @@ channels = round_channels
 
 def _valid_depths(block: str) -> list[int]:
     return [d for d in range(8, 201) if (d - 2) % CONVS_PER_BLOCK[block] == 0]
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = _shortcut(cin, cout, stride)
-        self.relu2 = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x)))))
-        shortcut = self.downsample(x) if self.downsample is not None else x
-        return self.relu2(out + shortcut)
-
-
-class Bottleneck(nn.Module):
-    def __init__(self, cin: int, mid: int, stride: int) -> None:
-        super().__init__()
-        cout = mid * EXPANSION["bottleneck"]
-        self.conv1 = nn.Conv2d(cin, mid, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(mid)
-        self.relu1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(mid)
-        self.relu2 = nn.ReLU()
-        self.conv3 = nn.Conv2d(mid, cout, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(cout)
-        self.downsample = _shortcut(cin, cout, stride)
-        self.relu3 = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.relu1(self.bn1(self.conv1(x)))
-        out = self.relu2(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        shortcut = self.downsample(x) if self.downsample is not None else x
-        return self.relu3(out + shortcut)
-
-
-def _shortcut(cin: int, cout: int, stride: int) -> nn.Module | None:
-    if stride == 1 and cin == cout:
-        return None
-    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-
-class ResNet(nn.Module):
-    def __init__(self, block: str, depth: int, width: float, early_downsample: bool) -> None:
-        super().__init__()
-        stem = int(channels(STAGE_CHANNELS[0], width))
-        if early_downsample:
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, stem, 7, 2, 3, bias=False),
-                nn.BatchNorm2d(stem),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2, 1),
-            )
-        else:
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, stem, 3, 1, 1, bias=False), nn.BatchNorm2d(stem), nn.ReLU()
-            )
-        unit = BasicBlock if block == "basic" else Bottleneck
-        cin, stages = stem, []
-        for index, (base, count) in enumerate(zip(STAGE_CHANNELS, layout(block, depth), strict=True)):
-            mid = int(channels(base, width))
-            blocks = []
-            for position in range(count):
-                stride = 2 if index > 0 and position == 0 else 1
-                blocks.append(unit(cin, mid, stride))
-                cin = mid * EXPANSION[block]
-            stages.append(nn.Sequential(*blocks))
-        self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(cin, NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
 
 
 class CarbResNet(Space):
@@ -194,10 +115,22 @@ class CarbResNet(Space):
         return columns
 
     def build(self, config: dict[str, Any], device: str = "cpu") -> nn.Module:
+        from infercast.space.nets.carb_resnet import build
+
         c = self.validate(config)
-        with torch.device(device):
-            model = ResNet(c["block"], c["depth"], c["width"], c["early_downsample"])
-        return model.to(DTYPES[c["precision"]]).eval()
+        block = c["block"]
+        # the stem is as wide as the first stage's blocks
+        widths = tuple(int(channels(base, c["width"])) for base in STAGE_CHANNELS)
+        return build(
+            block == "bottleneck",
+            layout(block, c["depth"]),
+            widths,
+            EXPANSION[block],
+            c["early_downsample"],
+            NUM_CLASSES,
+            c["precision"],
+            device,
+        )
 
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         c = self.validate(config)

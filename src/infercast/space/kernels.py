@@ -27,14 +27,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
 from infercast.space.base import Param, Space, SpaceError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 OPS = (
     "conv",
@@ -52,15 +53,8 @@ OPS = (
     "split",
     "upsample",
 )
-ACTIVATIONS: dict[str, type[nn.Module] | None] = {
-    "none": None,
-    "relu": nn.ReLU,
-    "relu6": nn.ReLU6,
-    "hswish": nn.Hardswish,
-    "hsigmoid": nn.Hardsigmoid,
-    "sigmoid": nn.Sigmoid,
-    "swish": nn.SiLU,
-}
+# the activation fused after an op (``nets.kernels`` maps each to its module)
+ACTIVATIONS = ("none", "relu", "relu6", "hswish", "hsigmoid", "sigmoid", "swish")
 MAX_SIDE = 320
 MAX_CHANNELS = 4096
 SHAPES_TABLE = Path(__file__).with_name("data") / "kernel_shapes.parquet"
@@ -92,96 +86,6 @@ def canonical(config: dict[str, Any]) -> dict[str, Any]:
     if op not in (*_CONVS, "linear", "se", "add", "act"):
         c["act"] = "none"
     return c
-
-
-class SqueezeExcite(nn.Module):
-    def __init__(self, channels: int, squeezed: int, gate: str) -> None:
-        super().__init__()
-        activation = ACTIVATIONS[gate]
-        assert activation is not None
-        self.gate = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1),
-            nn.Conv2d(channels, squeezed, 1),
-            nn.ReLU(),
-            nn.Conv2d(squeezed, channels, 1),
-            activation(),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(x)
-
-
-class Add(nn.Module):
-    """Two computed maps added (a residual join): the second is the input, scaled, so both are
-    produced at run time and the add is not folded away."""
-
-    def __init__(self, act: str) -> None:
-        super().__init__()
-        activation = ACTIVATIONS[act]
-        self.act = activation() if activation is not None else nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(x + x * 0.5)
-
-
-class Concat(nn.Module):
-    def __init__(self, first: int) -> None:
-        super().__init__()
-        self.first = first
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x[:, self.first :], x[:, : self.first]], dim=1)
-
-
-class Shuffle(nn.Module):
-    def __init__(self, groups: int) -> None:
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n, c, h, w = x.shape
-        return x.view(n, self.groups, c // self.groups, h, w).transpose(1, 2).reshape(n, c, h, w)
-
-
-class Split(nn.Module):
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        first, second = x.chunk(2, dim=1)
-        return first.contiguous(), second.contiguous()
-
-
-def build_kernel(config: dict[str, Any]) -> nn.Module:
-    """The one-kernel network of a (validated) config."""
-    op, cin, cout, k, stride, groups = (
-        config[key] for key in ("op", "cin", "cout", "kernel", "stride", "groups")
-    )
-    activation = ACTIVATIONS[config["act"]]
-    tail = [activation()] if activation is not None and op not in ("se", "add") else []
-    if op in _CONVS:
-        return nn.Sequential(
-            nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout), *tail
-        )
-    if op == "linear":
-        return nn.Sequential(nn.Linear(cin, cout), *tail)
-    if op == "pool_max":
-        return nn.MaxPool2d(k, stride, k // 2)
-    if op == "pool_avg":
-        return nn.AvgPool2d(k, stride, k // 2)
-    if op == "global_pool":
-        return nn.AdaptiveAvgPool2d(1)
-    if op == "se":
-        return SqueezeExcite(cin, cout, config["act"])
-    if op == "add":
-        return Add(config["act"])
-    if op == "concat":
-        return Concat(cin)
-    if op == "act":
-        assert activation is not None
-        return activation()
-    if op == "shuffle":
-        return Shuffle(groups)
-    if op == "split":
-        return Split()
-    return nn.Upsample(scale_factor=stride, mode="nearest")
 
 
 def check_kernel(config: dict[str, Any]) -> None:
@@ -219,7 +123,7 @@ class Kernels(Space):
         Param("kernel", (1, 3, 5, 7, 9, 11), "window of a conv or pool", default=3),
         Param("stride", (1, 2, 4), "stride (upsample: scale)"),
         Param.grid("groups", 1, MAX_CHANNELS, 1, "groups of a grouped conv or channel shuffle"),
-        Param("act", tuple(ACTIVATIONS), "activation after the op (se: its gate)"),
+        Param("act", ACTIVATIONS, "activation after the op (se: its gate)"),
         Param("batch", (1,), "batch size"),
     )
 
@@ -244,9 +148,9 @@ class Kernels(Space):
         return self.draw_within(self.params, rng, n, stratified)
 
     def build(self, config: dict[str, Any], device: str = "cpu") -> nn.Module:
-        c = self.validate(config)
-        with torch.device(device):
-            return build_kernel(c).eval()
+        from infercast.space.nets.kernels import build
+
+        return build(self.validate(config), device)
 
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         c = self.validate(config)

@@ -10,15 +10,16 @@ multiplier, input resolution and batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
 from infercast.space.base import Param, Space
 from infercast.space.vector import Accumulator, Block, as_columns, round_channels, scale_rows
+
+if TYPE_CHECKING:
+    from torch import nn
 
 STAGES = ((24, 2), (32, 2), (64, 2), (96, 1), (160, 2), (320, 1))  # (base channels, stride)
 STEM_CHANNELS = 32
@@ -26,91 +27,10 @@ HEAD_CHANNELS = 1280
 NUM_CLASSES = 1000
 RESOLUTIONS = (96, 128, 160, 192, 224, 256)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-ACTIVATIONS = {"relu": nn.ReLU, "hswish": nn.Hardswish}
 
 
 def squeeze_channels(hidden: Any) -> Any:
     return np.maximum(8, np.floor((np.asarray(hidden) / 4 + 4) / 8) * 8)
-
-
-class SqueezeExcite(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        squeezed = int(squeeze_channels(channels))
-        self.gate = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1),
-            nn.Conv2d(channels, squeezed, 1),
-            nn.ReLU(),
-            nn.Conv2d(squeezed, channels, 1),
-            nn.Hardsigmoid(),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(x)
-
-
-class InvertedResidual(nn.Module):
-    def __init__(
-        self, cin: int, cout: int, kernel: int, expansion: int, stride: int, se: bool, act: str
-    ) -> None:
-        super().__init__()
-        hidden = cin * expansion
-        activation = ACTIVATIONS[act]
-        self.expand = (
-            nn.Sequential(nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), activation())
-            if expansion != 1
-            else None
-        )
-        self.depthwise = nn.Sequential(
-            nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden, bias=False),
-            nn.BatchNorm2d(hidden),
-            activation(),
-        )
-        self.se = SqueezeExcite(hidden) if se else None
-        self.project = nn.Sequential(nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
-        self.residual = stride == 1 and cin == cout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.expand(x) if self.expand is not None else x
-        out = self.depthwise(out)
-        if self.se is not None:
-            out = self.se(out)
-        out = self.project(out)
-        return out + x if self.residual else out
-
-
-class MobileNet(nn.Module):
-    def __init__(self, config: dict[str, Any]) -> None:
-        super().__init__()
-        width = config["width"]
-        cin = int(round_channels(STEM_CHANNELS, width))
-        self.stem = nn.Sequential(nn.Conv2d(3, cin, 3, 2, 1, bias=False), nn.BatchNorm2d(cin), nn.ReLU())
-        blocks = []
-        for i, (base, stride) in enumerate(STAGES, start=1):
-            cout = int(round_channels(base, width))
-            for repeat in range(config[f"r{i}"]):
-                blocks.append(
-                    InvertedResidual(
-                        cin,
-                        cout,
-                        config[f"k{i}"],
-                        config[f"e{i}"],
-                        stride if repeat == 0 else 1,
-                        config[f"se{i}"],
-                        config[f"act{i}"],
-                    )
-                )
-                cin = cout
-        self.blocks = nn.Sequential(*blocks)
-        self.head = nn.Sequential(
-            nn.Conv2d(cin, HEAD_CHANNELS, 1, bias=False), nn.BatchNorm2d(HEAD_CHANNELS), nn.ReLU()
-        )
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(HEAD_CHANNELS, NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.pool(self.head(self.blocks(self.stem(x))))
-        return self.classifier(torch.flatten(out, 1))
 
 
 def _stage_params() -> tuple[Param, ...]:
@@ -137,9 +57,20 @@ class MobileNAS(Space):
     )
 
     def build(self, config: dict[str, Any], device: str = "cpu") -> nn.Module:
+        from infercast.space.nets.mobile_nas import Block, build
+
         c = self.validate(config)
-        with torch.device(device):
-            return MobileNet(c).eval()
+        stem = cin = int(round_channels(STEM_CHANNELS, c["width"]))
+        blocks = []
+        for i, (base, stride) in enumerate(STAGES, start=1):
+            cout = int(round_channels(base, c["width"]))
+            for repeat in range(c[f"r{i}"]):
+                # the SE gate squeezes the expanded (depthwise) channels
+                squeezed = int(squeeze_channels(cin * c[f"e{i}"])) if c[f"se{i}"] else 0
+                step = stride if repeat == 0 else 1
+                blocks.append(Block(cin, cout, c[f"k{i}"], c[f"e{i}"], step, squeezed, c[f"act{i}"]))
+                cin = cout
+        return build(stem, blocks, HEAD_CHANNELS, NUM_CLASSES, device)
 
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         c = self.validate(config)

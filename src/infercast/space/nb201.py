@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
 from infercast.space.base import Param, Space, SpaceError
 from infercast.space.vector import Accumulator, Block, as_columns, scale_rows
+
+if TYPE_CHECKING:
+    from torch import nn
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))  # (to node, from node), in string order
@@ -61,75 +62,6 @@ def parse_cell(text: str) -> tuple[str, ...]:
 ALL_CELLS = tuple(cell_string(ops) for ops in itertools.product(OPS, repeat=len(EDGES)))
 
 
-class ReLUConvBN(nn.Sequential):
-    def __init__(self, cin: int, cout: int, kernel: int, stride: int) -> None:
-        super().__init__(
-            nn.ReLU(), nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=False), nn.BatchNorm2d(cout)
-        )
-
-
-class Zero(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.mul(0.0)
-
-
-def _edge_op(op: str, channels: int) -> nn.Module:
-    if op == "none":
-        return Zero()
-    if op == "skip_connect":
-        return nn.Identity()
-    if op == "avg_pool_3x3":
-        return nn.AvgPool2d(3, 1, 1, count_include_pad=False)
-    return ReLUConvBN(channels, channels, 1 if op == "nor_conv_1x1" else 3, 1)
-
-
-class Cell(nn.Module):
-    def __init__(self, ops: Sequence[str], channels: int) -> None:
-        super().__init__()
-        self.edges = nn.ModuleList(_edge_op(op, channels) for op in ops)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes = [x]
-        for target in (1, 2, 3):
-            terms = [self.edges[e](nodes[s]) for e, (t, s) in enumerate(EDGES) if t == target]
-            total = terms[0]
-            for term in terms[1:]:
-                total = total + term
-            nodes.append(total)
-        return nodes[-1]
-
-
-class ReductionBlock(nn.Module):
-    def __init__(self, cin: int, cout: int) -> None:
-        super().__init__()
-        self.conv_a = ReLUConvBN(cin, cout, 3, 2)
-        self.conv_b = ReLUConvBN(cout, cout, 3, 1)
-        self.downsample = nn.Sequential(nn.AvgPool2d(2, 2, 0), nn.Conv2d(cin, cout, 1, bias=False))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.conv_b(self.conv_a(x))
-        return self.downsample(x) + out
-
-
-class NB201Network(nn.Module):
-    def __init__(self, ops: Sequence[str]) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, STAGE_CHANNELS[0], 3, 1, 1, bias=False), nn.BatchNorm2d(16))
-        layers: list[nn.Module] = []
-        for index, channels in enumerate(STAGE_CHANNELS):
-            if index > 0:
-                layers.append(ReductionBlock(STAGE_CHANNELS[index - 1], channels))
-            layers.extend(Cell(ops, channels) for _ in range(CELLS_PER_STAGE))
-        self.cells = nn.Sequential(*layers)
-        self.lastact = nn.Sequential(nn.BatchNorm2d(STAGE_CHANNELS[-1]), nn.ReLU())
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(STAGE_CHANNELS[-1], NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.pool(self.lastact(self.cells(self.stem(x))))
-        return self.classifier(torch.flatten(out, 1))
-
-
 class NB201(Space):
     name = "nb201"
     description = "NAS-Bench-201 cells on the standard CIFAR macro network (32x32 input)"
@@ -150,9 +82,11 @@ class NB201(Space):
         return super().validate(config)
 
     def build(self, config: dict[str, Any], device: str = "cpu") -> nn.Module:
-        c = self.validate(config)
-        with torch.device(device):
-            return NB201Network(parse_cell(c["cell"])).eval()
+        from infercast.space.nets.nb201 import build
+
+        ops = parse_cell(self.validate(config)["cell"])
+        edges = [(target, source, op) for op, (target, source) in zip(ops, EDGES, strict=True)]
+        return build(edges, STAGE_CHANNELS, CELLS_PER_STAGE, NUM_CLASSES, device)
 
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         return (self.validate(config)["batch"], 3, SIDE, SIDE)
