@@ -18,16 +18,19 @@ from infercast.features import FEATURE_NAMES
 from infercast.screen.request import ScreenError
 
 CHUNK = 250_000
-# columns stage 1 adds to a surviving config: its index, two fast predictions, the violation,
-# FLOPs and parameters (float64 each)
-_STAGE_ONE_COLUMNS = 6
+# columns stage 1 adds to a surviving config beside its features: its index, two fast
+# predictions and the violation (float64 each)
+_STAGE_ONE_COLUMNS = 4
 
 
-def survivor_bytes(space: Any) -> float:
-    """Memory one stage-1 survivor of ``space`` holds, read off a sample of its configs (carb-resnet
-    about 110 B, mobile-nas 300 B here), doubled for the concatenation of the chunks' survivors."""
+def survivor_bytes(space: Any, featurize: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> float:
+    """Memory one stage-1 survivor of ``space`` holds — its config and its features (``featurize``,
+    default the space's), read off a sample of its configs (mobile-nas: 180 B of config, 336 B of
+    features, 144 B of a device's) — doubled for the concatenation of the chunks' survivors."""
     probe = space.sample(1000, seed=0, ids=False)
-    return 2 * (probe.memory_usage(deep=True).sum() / len(probe) + 8 * _STAGE_ONE_COLUMNS)
+    features = (featurize or space.features)(probe)
+    held = probe.memory_usage(deep=True).sum() + features.memory_usage(deep=True).sum()
+    return 2 * (held / len(probe) + 8 * _STAGE_ONE_COLUMNS)
 
 
 def chunk_seed(seed: int, chunk: int) -> int:
@@ -96,7 +99,12 @@ def from_space(
     source = f"{chosen.name} (n={n:,}, seed={seed})"
     if n <= CHUNK:
         return Candidates(chosen.sample(n, seed=seed, ids=False), chosen, source=source, featurize=featurize)
-    check_fits(f"screening {chosen.name}", n, survivor_bytes(chosen), " candidates (if all survived stage 1)")
+    check_fits(
+        f"screening {chosen.name}",
+        n,
+        survivor_bytes(chosen, featurize),
+        " candidates (if all survived stage 1)",
+    )
     return Candidates(pd.DataFrame(), chosen, source=source, count=n, seed=seed, featurize=featurize)
 
 

@@ -90,7 +90,7 @@ def stage_one(
     widest = dict(margins)
     removed = dict.fromkeys(active, 0)
     survivors, nearest = [], []
-    total = len(candidates)
+    survived, total = 0, len(candidates)
     for start, chunk, features in candidates.chunks(CHUNK):
         inputs = _inputs(features, predictor).to_numpy(dtype=np.float32)
         fast = predictor.predict_fast(inputs)
@@ -110,19 +110,23 @@ def stage_one(
         for target, values in fast.items():
             frame[f"_fast_{target}"] = values
         frame["_violation"] = worst
-        frame["f_flops"] = features["flops"].to_numpy()
-        frame["f_params"] = features["params"].to_numpy()
-        survivors.append(frame[keep])
+        # the features ride along, so stage 2 does not compute them again (a million survivors of
+        # mobile-nas took 2 s to featurise twice); flops and params also serve as objectives
+        frame = pd.concat([frame, features.reset_index(drop=True).add_prefix("f_")], axis=1)
+        survived += int(keep.sum())
+        part = frame[keep]
+        if candidates.space is not None:
+            # a sample larger than a small space repeats configs: each is scored once from here
+            # on, and dropping repeats chunk by chunk keeps their features from piling up
+            part = _distinct_configs(part, candidates.space)
+        survivors.append(part)
         if keep_closest and (~keep).any():
             nearest.append(frame[~keep].nsmallest(keep_closest, "_violation"))
         if progress is not None:
             progress("stage 1", min(start + CHUNK, total), total)
     kept = pd.concat(survivors, ignore_index=True) if survivors else pd.DataFrame()
-    distinct = len(kept)
     if candidates.space is not None and len(kept):
-        # a sample larger than a small space repeats configs: each is scored once from here on
         kept = _distinct_configs(kept, candidates.space)
-        distinct = len(kept)
     closest = (
         pd.concat(nearest, ignore_index=True).nsmallest(keep_closest, "_violation")
         if nearest
@@ -133,9 +137,9 @@ def stage_one(
         "removed_by": removed,
         "margins_pct": {t: (math.exp(m) - 1) * 100 for t, m in margins.items()},
         "widest_margins_pct": {t: (math.exp(m) - 1) * 100 for t, m in widest.items()},
-        "survivors": _survivor_count(survivors),
-        "distinct_survivors": distinct,
-        "elimination_rate": 1 - _survivor_count(survivors) / total if total else 0.0,
+        "survivors": survived,
+        "distinct_survivors": len(kept),
+        "elimination_rate": 1 - survived / total if total else 0.0,
     }
     return kept, report, closest
 
@@ -163,10 +167,6 @@ def _distinct_configs(frame: pd.DataFrame, space: Any) -> pd.DataFrame:
     return frame.iloc[np.sort(first)].reset_index(drop=True)
 
 
-def _survivor_count(parts: list[pd.DataFrame]) -> int:
-    return sum(len(p) for p in parts)
-
-
 def stage_two(
     predictor: CascadeBlend,
     survivors: pd.DataFrame,
@@ -178,14 +178,19 @@ def stage_two(
     started = time.perf_counter()
     if survivors.empty:
         return survivors, {"seconds": 0.0, "feasible": 0}
-    if candidates.space is not None:
-        # model strings are spelled for the rows reported only (``_named``): for a million
-        # survivors they cost more than the predictions
-        named = survivors.drop(columns=["model", "id"], errors="ignore").reset_index(drop=True)
-        features = candidates.features_of(named)
-    else:
-        named = survivors
-        features = candidates.features.iloc[survivors["_index"].to_numpy()].reset_index(drop=True)
+    # model strings of a space are spelled for the rows reported only (``_named``): for a million
+    # survivors they cost more than the predictions
+    named = (
+        survivors.drop(columns=["model", "id"], errors="ignore")
+        if candidates.space is not None
+        else survivors
+    )
+    named = named.reset_index(drop=True)
+    # a config's parameters and its features share names (depth, batch) but not meanings: stage 1
+    # carries the features as f_<name>, as `space sample --features` writes them
+    carried = [c for c in named.columns if c.startswith("f_")]
+    features = named[carried].set_axis([c.removeprefix("f_") for c in carried], axis=1)
+    named = named.drop(columns=carried)
     x = _inputs(features, predictor)
     parts = []
     for start in range(0, len(x), 50_000):
@@ -194,12 +199,7 @@ def stage_two(
         if progress is not None:
             progress("stage 2", min(start + 50_000, len(x)), len(x))
     predicted = pd.concat(parts)
-    # a config's parameters and its features share names (depth, batch) but not meanings: the
-    # features go in as f_<name>, as `space sample --features` writes them
-    named = named.drop(columns=[c for c in FEATURE_COLUMNS if c in named.columns]).reset_index(drop=True)
-    scored = pd.concat(
-        [named, features.reset_index(drop=True).add_prefix("f_"), predicted.reset_index(drop=True)], axis=1
-    )
+    scored = pd.concat([named, features.add_prefix("f_"), predicted.reset_index(drop=True)], axis=1)
     feasible = np.ones(len(scored), dtype=bool)
     violation = np.zeros(len(scored))
     for target, limit in budgets.active().items():
