@@ -4,8 +4,9 @@ Basic or Bottleneck blocks in four stages, depth 8–200 (standard layouts at 18
 proportional to 3-4-6-3 elsewhere), width multiplier 0.1–4.0, early down-sampling (7×7/2 stem +
 3×3/2 max-pool) on or off (3×3/1 stem), square inputs of 32–224 px, batch 1–256, fp32/fp16/bf16.
 
-Length: the module builder and its closed-form features (operator templates) describe the same
-network and must change together; the parity test holds them equal.
+The network (``nets.carb_resnet``, built from the numbers ``build`` decides here) and the
+closed-form features (operator templates) describe the same network and must change together;
+the parity test holds them equal.
 """
 
 from __future__ import annotations
