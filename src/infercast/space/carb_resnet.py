@@ -96,7 +96,8 @@ class CarbResNet(Space):
         return pairs * math.prod(len(c) for name, c in by_name.items() if name not in ("block", "depth"))
 
     def valid_rows(self, frame: pd.DataFrame) -> np.ndarray:
-        step = np.where(frame["block"].to_numpy() == "bottleneck", 3, 2)
+        # compared as a column: a categorical one compares its codes, not a million strings
+        step = np.where((frame["block"] == "bottleneck").to_numpy(), 3, 2)
         return (frame["depth"].to_numpy().astype(np.int64) - 2) % step == 0
 
     def draw(self, rng: np.random.Generator, n: int, stratified: bool) -> dict[str, np.ndarray]:
