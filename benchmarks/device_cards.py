@@ -134,7 +134,9 @@ def gpu_opwise(
     theirs = np.empty((len(y), 3))
     columns = ["latency_ms", "latency_ms_low", "latency_ms_high"]
     for train, test in folds:
-        model = tflite_gpu.fit_opwise(phone, latency.iloc[train])
+        model = tflite_gpu.fit_opwise(
+            phone, latency.iloc[train], pd.Series(families, index=models).iloc[train]
+        )
         held_out = list(models[test])
         mapped = captured_ops()
         ours[test] = model.predict(mapped[mapped["model"].isin(held_out)]).loc[held_out, columns].to_numpy()

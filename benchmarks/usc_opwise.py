@@ -37,14 +37,21 @@ def _device_tables(ops: pd.DataFrame, e2e: pd.DataFrame, device: str) -> tuple[p
 
 
 def _through_the_api(
-    table: pd.DataFrame, truth: pd.Series, train: list[str], held: list[str], folder: Path
+    table: pd.DataFrame,
+    truth: pd.Series,
+    train: list[str],
+    held: list[str],
+    folder: Path,
+    groups: dict[str, str] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """``train-ops`` on the training networks' tables, ``predict-ops`` on the held-out ones."""
+    """``train-ops`` on the training networks' tables (with ``groups`` as the end-to-end table's
+    ``group`` column), ``predict-ops`` on the held-out ones."""
     folder.mkdir(parents=True, exist_ok=True)
     table[table["model"].isin(train)].to_parquet(folder / "ops.parquet")
-    truth.loc[train].rename("latency_ms").rename_axis("model").reset_index().to_parquet(
-        folder / "e2e.parquet"
-    )
+    e2e = truth.loc[train].rename("latency_ms").rename_axis("model").reset_index()
+    if groups is not None:
+        e2e["group"] = e2e["model"].map(groups)
+    e2e.to_parquet(folder / "e2e.parquet")
     table[table["model"].isin(held)].drop(columns="latency_ms").to_parquet(folder / "new.parquet")
     summary = train_ops(folder / "ops.parquet", folder / "e2e.parquet", folder / "predictor", test_size=0)
     rows = pd.DataFrame(predict_ops(folder / "predictor", folder / "new.parquet")).set_index("model")
@@ -79,7 +86,11 @@ def evaluate_device(
     forms, learners = Counter(), Counter()
     for i, (train_idx, held_idx) in enumerate(GroupKFold(n_splits=5).split(models, groups=groups)):
         train, held = list(models[train_idx]), list(models[held_idx])
-        rows, training = _through_the_api(table, truth, train, held, work / f"{device}-{grouping}-{i}")
+        # held out by family: the training networks' families go in as the e2e table's group column
+        families = None if grouping == "model" else dict(zip(models, groups, strict=True))
+        rows, training = _through_the_api(
+            table, truth, train, held, work / f"{device}-{grouping}-{i}", families
+        )
         opwise.append(rows)
         forms[training["overhead_form"]] += 1
         learners.update(training["kernel_learners"].values())

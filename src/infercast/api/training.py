@@ -313,7 +313,9 @@ def train_ops(
 ) -> dict[str, Any]:
     """The table route: train an ``OpWise`` (``opwise``, or one with default settings) from op and
     end-to-end tables (docs/formats.md), holding out ``test_size`` of the models to report
-    accuracy, and save it to ``out``."""
+    accuracy, and save it to ``out``. An end-to-end ``group`` column (an architecture family, say)
+    keeps each group's models in one fold when the overhead form is chosen (``OpWise.fit``'s
+    ``groups``)."""
     check_output_dir(out)
     ops, e2e = read_table(ops_path), read_table(e2e_path)
     check_op_table(ops, training=True, name=str(ops_path))
@@ -327,8 +329,9 @@ def train_ops(
     train_models = [m for m in models if m not in test]
     ops = ops.assign(model=ops["model"].astype(str))
     e2e = e2e.assign(model=e2e["model"].astype(str))
+    groups = e2e.drop_duplicates("model", keep="last").set_index("model")["group"] if "group" in e2e else None
     model = (opwise or OpWise(seed=seed)).fit(
-        ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)]
+        ops[ops["model"].isin(train_models)], e2e[e2e["model"].isin(train_models)], groups=groups
     )
     scores = model.evaluate(ops[ops["model"].isin(test)].drop(columns="latency_ms"), e2e) if test else {}
     model.save(out, {"training": {"ops": str(ops_path), "e2e": str(e2e_path)}, "test_metrics": scores})

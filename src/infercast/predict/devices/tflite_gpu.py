@@ -179,20 +179,23 @@ def training_ops(phone: str, models: list[str] | None = None) -> pd.DataFrame:
 KERNEL_TREES = 150
 
 
-def fit_opwise(phone: str, e2e: pd.Series, seed: int = 0) -> OpWise:
+def fit_opwise(phone: str, e2e: pd.Series, families: pd.Series, seed: int = 0) -> OpWise:
     """The op-wise predictor of a phone's GPU delegate from its op rows and the end-to-end latency
-    ``e2e`` (ms, indexed by network): XGBoost kernels, overhead form by grouped cross-validation."""
+    ``e2e`` (ms, indexed by network): XGBoost kernels; the overhead form chosen with each of
+    ``families`` (per network) held out whole, as a user's network of a family never seen is
+    predicted."""
     ops = training_ops(phone, list(e2e.index))
     frame = pd.DataFrame({"model": e2e.index, "latency_ms": e2e.to_numpy(dtype=np.float64)})
-    return OpWise(kernel_learner="xgboost", n_estimators=KERNEL_TREES, seed=seed).fit(ops, frame)
+    model = OpWise(kernel_learner="xgboost", n_estimators=KERNEL_TREES, seed=seed)
+    return model.fit(ops, frame, groups=families)
 
 
-def opwise(name: str, e2e: pd.Series) -> OpWise:
+def opwise(name: str, e2e: pd.Series, families: pd.Series) -> OpWise:
     """The op-wise predictor of ``<phone>/gpu``, trained on first use and cached."""
     phone = name.split("/")[0]
     return trained_once(
         f"{name}-opwise",
-        lambda: fit_opwise(phone, e2e),
+        lambda: fit_opwise(phone, e2e, families),
         lambda model, folder: model.save(folder),
         OpWise.load,
     )

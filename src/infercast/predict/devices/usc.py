@@ -109,7 +109,9 @@ class UscDevice:
         self.model = physical(name)
         self.info = _info(name, len(networks))
         self.opwise = (
-            tflite_gpu.opwise(name, networks[LATENCY_PREFIX + name]) if name.endswith("/gpu") else None
+            tflite_gpu.opwise(name, networks[LATENCY_PREFIX + name], networks["family"])
+            if name.endswith("/gpu")
+            else None
         )
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
