@@ -273,11 +273,11 @@ class OpWise(Described):
         table = table[table["model"].isin(models)].reset_index(drop=True)
         truth = e2e.loc[models].to_numpy(dtype=np.float64)
         group_of = self._groups(models, groups)
-        folds = min(self.n_folds, group_of.nunique())
-        if folds < 2:
+        if group_of.nunique() < 2:
             raise PredictorError(
                 f"groups={group_of.iloc[0]!r} for every model: need models of two groups or more"
             )
+        folds = min(self.n_folds, len(models))
         choice, oof_kernel, kernel_scores = self._choose_kernel_learners(table, folds, extra)
         features = overhead_features(table, oof_kernel).loc[models]
         model_folds = np.arange(len(models)) % folds
@@ -286,7 +286,8 @@ class OpWise(Described):
             form, oof_log, form_scores = choose(features, truth, model_folds, forms)
         else:
             group_folds = np.empty(len(models), dtype=np.int64)
-            for fold, (_, held) in enumerate(GroupKFold(n_splits=folds).split(models, groups=group_of)):
+            splitter = GroupKFold(n_splits=min(self.n_folds, group_of.nunique()))
+            for fold, (_, held) in enumerate(splitter.split(models, groups=group_of)):
                 group_folds[held] = fold
             form, _, form_scores = choose(features, truth, group_folds, forms)
             oof_log = out_of_fold(form, features, truth, model_folds)
