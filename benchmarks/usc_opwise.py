@@ -178,7 +178,8 @@ def main() -> None:
         "Li, Paolieri, Golubchik, EdgeSys '24. Each fold trains through `infercast.api.train_ops` and "
         "predicts the held-out networks through `predict_ops` (defaults: kernel learner and overhead "
         "form chosen by cross-validation inside the training networks). 5 folds grouped by model, "
-        "and 5 grouped by architecture family (`benchmarks/usc.py`). *earlier route*: XGBoost "
+        "and 5 grouped by architecture family (`benchmarks/usc.py`; train-ops gets the training "
+        "networks' families as the e2e table's `group` column). *earlier route*: XGBoost "
         "kernels and the multiplicative (ratio) overhead model only; *FLOPs*: latency ∝ FLOPs, "
         "rate fitted on the training networks.",
         "",
