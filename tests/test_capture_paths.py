@@ -135,3 +135,48 @@ def test_onnx_rank_and_fixed_axes_are_checked(tmp_path) -> None:
         capture(load_model(path, "3x8x8"))
     with pytest.raises(InputShapeError, match="axis 1 is fixed to 3"):
         capture(load_model(path, "1x5x8x8"))
+
+
+@requires_pytorchcv
+@pytest.mark.parametrize(
+    "model",
+    [
+        "pytorchcv:resnet18",
+        "pytorchcv:mixnet_s",  # torch.export's path: torch.fx cannot trace it
+        "torchvision:mobilenet_v3_small",
+        "space:mobile-nas?width=0.75&resolution=160",
+    ],
+)
+def test_model_strings_are_captured_on_meta_as_with_weights(model: str) -> None:
+    from infercast.features import features
+    from infercast.models.guarded import capture_model
+
+    graph, source = capture_model(model)
+    weighted = load_model(model)
+    assert next(weighted.module.parameters()).device.type == "cpu"
+    reference = capture(weighted)
+    assert source == weighted.source and graph.capture == reference.capture
+    assert [(n.kind, n.input_shapes, n.output_shapes, n.flops) for n in graph.nodes] == [
+        (n.kind, n.input_shapes, n.output_shapes, n.flops) for n in reference.nodes
+    ]
+    assert features(graph) == features(reference) and graph.weight_bytes == reference.weight_bytes
+
+
+def test_a_model_that_cannot_run_on_meta_is_built_with_weights(monkeypatch) -> None:
+    from infercast.models import guarded
+
+    devices: list[str] = []
+
+    def cpu_only(loaded, *args, **kwargs):
+        device = next(loaded.module.parameters()).device.type
+        devices.append(device)
+        if device == "meta":
+            raise NotImplementedError("a kernel with no meta implementation")
+        return capture(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(guarded, "capture", cpu_only)
+    graph, _ = guarded.capture_model("space:carb-resnet?depth=8&width=0.25&input_size=32")
+    assert devices == ["meta", "cpu"] and graph.flops > 0
+    # an error of the model itself is the weighted build's, as without the meta attempt
+    with pytest.raises(CaptureError, match=r"input shape 1x3x32 \(rank 3\)"):
+        guarded.capture_model("space:carb-resnet?depth=8&width=0.25&input_size=32", (1, 3, 32))

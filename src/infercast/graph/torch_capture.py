@@ -2,8 +2,9 @@
 
 First ``torch.fx.symbolic_trace`` + ``ShapeProp`` (module-level nodes, cheap); where symbolic tracing
 fails (data-dependent Python control flow, unsupported builtins) ``torch.export`` (ATen-level nodes,
-handles any Python the model runs). Shapes are propagated with fake tensors, so capturing a
-batch-256 network allocates no activations. ``Graph.capture`` says which path was used.
+handles any Python the model runs). Shapes are propagated with fake tensors (meta tensors for a
+module built on the meta device), so capturing a batch-256 network allocates no activations.
+``Graph.capture`` says which path was used.
 """
 
 from __future__ import annotations
@@ -33,16 +34,19 @@ def capture_module(module: torch.nn.Module, input_shape: tuple[int, ...], name: 
     module = module.eval()
     first = next(iter(module.parameters()), None)
     # a module built on the meta device (no weight memory) is captured on meta tensors too
-    device = first.device if first is not None and first.device.type == "meta" else "cpu"
-    example = torch.empty(input_shape, dtype=_input_dtype(module), device=device)
+    on_meta = first is not None and first.device.type == "meta"
+    example = torch.empty(input_shape, dtype=_input_dtype(module), device="meta" if on_meta else "cpu")
     try:
         traced = torch.fx.symbolic_trace(module)
     except Exception as fx_error:
         return _capture_export(module, example, name, fx_error)
+    # Meta tensors already allocate nothing; fake tensors (for real weights) cost 4× the time
+    # (0.35 s against 0.09 s for a mobile-nas config) and import TorchDynamo (1.6 s) on first use.
+    fake_mode = None if on_meta else FakeTensorMode(allow_non_fake_inputs=True)
     try:
         # ShapeProp prints the traceback of a failing node itself; the CLI shows one line instead
         with contextlib.redirect_stderr(io.StringIO()):
-            ShapeProp(traced, fake_mode=FakeTensorMode(allow_non_fake_inputs=True)).propagate(example)
+            ShapeProp(traced, fake_mode=fake_mode).propagate(example)
     except Exception as error:
         raise _shape_error(input_shape, error) from error
     return _translate_fx(traced, name, input_shape)

@@ -121,9 +121,9 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
 
         space, config = parse_model_string(spec)
         canonical = space.canonical(config)
-        return LoadedModel(
-            canonical, "space", input_shape or space.input_shape(config), module=space.build(config)
-        )
+        # on the default device, as a zoo's builder: the meta device under ``torch.device("meta")``
+        module = space.build(config, device=torch.get_default_device().type)
+        return LoadedModel(canonical, "space", input_shape or space.input_shape(config), module=module)
     if prefix in ZOOS:
         from infercast.models import zoo
 
