@@ -361,6 +361,24 @@ def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> N
         DeviceAdapted(sources).fit(x.iloc[:2], truth[:2])
 
 
+def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> None:
+    # the shipped hosts are sources too: an ONNX Runtime CPU twice as slow as the EPYC host is
+    # nearest to it, not to a phone's CPU, and the saved predictor rebuilds it when loaded
+    from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
+
+    sources = shipped_sources()
+    assert set(usc.names()) | {"epyc-2core/ort-cpu"} == set(sources)
+    _, e2e, _, _ = ort_cpu.training_tables("epyc-2core/ort-cpu")
+    x = e2e[list(DEVICE_FEATURES)]
+    truth = 2 * sources["epyc-2core/ort-cpu"].predict(x)["latency_ms"].to_numpy()
+    truth *= np.exp(np.random.default_rng(0).normal(0, 0.03, len(truth)))
+    model = DeviceAdapted(sources).fit(x.iloc[::10], truth[::10])
+    assert model.source_ == "epyc-2core/ort-cpu" and np.exp(model.intercept_) == pytest.approx(2, rel=0.1)
+    model.save(tmp_path / "adapted")
+    again = DeviceAdapted.load(tmp_path / "adapted")
+    assert again.predict(x)["latency_ms"].to_numpy() == pytest.approx(model.predict(x)["latency_ms"].to_numpy())
+
+
 def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path) -> None:
     models = [
         f"space:carb-resnet?depth={d}&width=0.25&input_size=64&early_downsample=0"

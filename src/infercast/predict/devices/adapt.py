@@ -124,11 +124,7 @@ class DeviceAdapted:
         if saved.get("kind") != KIND:
             raise PredictorError(f"{folder}: not a device-adapted predictor (kind {saved.get('kind')!r})")
         if sources is None:
-            from infercast.predict.devices import usc
-
-            sources = (
-                {saved["source"]: usc.physical(saved["source"])} if saved["source"] in usc.names() else {}
-            )
+            sources = shipped_sources({saved["source"]})
         if saved["source"] not in sources:
             raise PredictorError(
                 f"{folder}: its source device {saved['source']!r} is not shipped with this infercast"
@@ -141,8 +137,14 @@ class DeviceAdapted:
         return model
 
 
-def shipped_sources() -> dict[str, PhysicalLatency]:
-    """Every shipped Σ cost × work predictor (about 1 s to fit all 90)."""
-    from infercast.predict.devices import usc
+def shipped_sources(names: set[str] | None = None) -> dict[str, PhysicalLatency]:
+    """Every shipped Σ cost × work predictor — the phone settings' and the hosts' (about 1 s to
+    fit all 91) — or those of ``names``."""
+    from infercast.predict.devices import ort_cpu, usc
 
-    return {name: usc.physical(name) for name in usc.names()}
+    return {
+        name: module.physical(name)
+        for module in (usc, ort_cpu)
+        for name in module.names()
+        if names is None or name in names
+    }
