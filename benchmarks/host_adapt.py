@@ -6,8 +6,10 @@ configs of the built-in spaces at 224² (``--k-campaign``: sampled and measured 
 when the store lacks them) and runs ``infercast adapt --db DB --k K`` (no ``--predictor``: the
 nearest shipped device). Scored on real networks measured on this machine and never adapted on
 (benchmarks/real_networks.txt, campaigns ``--real-a``, noise ``--real-b``): the shipped host
-unadapted, adapted from every shipped device (the phones' settings and the host) and from the
-phones' settings alone (what ``adapt`` chose among before the host was a source).
+unadapted; adapted as ``infercast adapt`` does (a platform measured with ``ort-cpu`` adapts from
+the host of that runtime), and on the same k configs from every shipped device (leave-one-out
+choice among the 90 phone settings and the host) and from the phones' settings alone (what
+``adapt`` chose among before the hosts were sources).
 
     infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-a \\
         --round-s 0.15 --min-rounds 5 --cap-s 4 --no-energy      # and again as real-b
@@ -31,7 +33,7 @@ from infercast.api import adapt_device
 from infercast.measure import Protocol, measure
 from infercast.models.guarded import capture_model
 from infercast.predict.devices import ort_cpu, usc
-from infercast.predict.devices.adapt import DeviceAdapted
+from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
 from infercast.predict.devices.features import device_feature_frame
 from infercast.store import Store
 from results import append, machine, stamp
@@ -89,19 +91,23 @@ def main() -> None:
         )
     }
     measured = campaign_low_ms(args.db, args.k_campaign)
-    phones = {name: usc.physical(name) for name in usc.names()}
+    every = shipped_sources()
+    pools = {"every shipped device": every, "the phones' settings only": {n: every[n] for n in usc.names()}}
     chosen: dict[str, str] = {}
     for k in KS:
         with tempfile.TemporaryDirectory() as folder:
             summary = adapt_device(args.db, Path(folder) / "adapted", k=k, campaigns=[args.k_campaign])
-            every = DeviceAdapted.load(Path(folder) / "adapted")
-        # the same k configs, the phones' settings as the only sources
+            models_k = {
+                f"adapted, k = {k}, as `infercast adapt` does": DeviceAdapted.load(Path(folder) / "adapted")
+            }
+        # the same k configs, other pools of sources to choose from
         picked = summary["measured_configs"]
         features = device_feature_frame([capture_model(m)[0] for m in picked])
-        phones_only = DeviceAdapted(phones).fit(features, np.array([measured[m] for m in picked]))
-        for pool, model in (("every shipped device", every), ("the phones' settings only", phones_only)):
+        latency = np.array([measured[m] for m in picked])
+        for pool, sources in pools.items():
+            models_k[f"adapted, k = {k}, from {pool}"] = DeviceAdapted(sources).fit(features, latency)
+        for label, model in models_k.items():
             predicted = model.predict(x)
-            label = f"adapted, k = {k}, from {pool}"
             rows[label] = card(
                 truth,
                 predicted["latency_ms"].to_numpy(),

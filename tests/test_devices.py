@@ -20,7 +20,7 @@ from torch import nn
 
 import infercast
 from infercast import space
-from infercast.api import predict_devices
+from infercast.api import adapt_device, predict_devices
 from infercast.api.device_tables import host_tables, write_host
 from infercast.predict.devices import (
     UnknownDeviceError,
@@ -376,7 +376,15 @@ def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> Non
     assert model.source_ == "epyc-2core/ort-cpu" and np.exp(model.intercept_) == pytest.approx(2, rel=0.1)
     model.save(tmp_path / "adapted")
     again = DeviceAdapted.load(tmp_path / "adapted")
-    assert again.predict(x)["latency_ms"].to_numpy() == pytest.approx(model.predict(x)["latency_ms"].to_numpy())
+    assert again.predict(x)["latency_ms"].to_numpy() == pytest.approx(
+        model.predict(x)["latency_ms"].to_numpy()
+    )
+    # measured with ort-cpu, as that host was: `adapt` chooses among the hosts of that runtime only
+    store = synthetic_store(tmp_path / "runs.db")
+    summary = adapt_device(store["db"], tmp_path / "from-store", k=10)
+    assert summary["fit"]["source"] == "epyc-2core/ort-cpu" and summary["fit"]["nearest"] == [
+        summary["fit"]["source"]
+    ]
 
 
 def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path) -> None:

@@ -448,12 +448,13 @@ def adapt_device(
     latency_stat: str = "low_ms",
 ) -> dict[str, Any]:
     """Few-shot adaptation from the shipped devices: ``k`` of the platform's measured networks
-    (``db import`` or a campaign) choose the nearest shipped device and recalibrate it
+    (``db import`` or a campaign) choose the nearest shipped device — among the hosts of the
+    platform's runtime when there are any (``devices.adapt.same_runtime``) — and recalibrate it
     (``DeviceAdapted``); scored on the platform's other measurements next to that device
     unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
 
     from infercast.models.guarded import capture_model
-    from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
+    from infercast.predict.devices.adapt import DeviceAdapted, same_runtime, shipped_sources
     from infercast.predict.devices.features import device_feature_frame
     from infercast.predict.metrics import regression_metrics
 
@@ -472,7 +473,7 @@ def adapt_device(
     graphs = [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
     x = device_feature_frame(graphs)
     y = data.y["latency_ms"].to_numpy(dtype=np.float64)
-    sources = shipped_sources()
+    sources = shipped_sources(same_runtime(chosen["backend"]) or None)
     logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}
     if selection == "random":
         picked = np.sort(np.random.default_rng(seed).choice(len(x), k, replace=False))
