@@ -212,17 +212,3 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
     assert 0 < data["stage1"]["elimination_rate"] < 1
     assert data["shortlist"] or "no candidate meets" in data["message"]
     assert np.isclose(data["stage1"]["elimination_rate"], 1 - data["stage1"]["survivors"] / 20000)
-
-
-def test_clear_errors_before_any_cluster_is_touched(tmp_path: Path) -> None:
-
-    db = str(tmp_path / "runs.db")
-    base = ["profile", "--space", "carb-resnet", "--n", "2", "--db", db]
-    nobody = infercast(*base, "--ray", f"{HOST}:1", "--device", "kind-a")
-    assert nobody.returncode == 2 and f"no Ray cluster answers at {HOST}:1" in nobody.stderr
-    unnamed = infercast(*base, "--ray", f"{HOST}:1")
-    assert unnamed.returncode == 2 and "at least one device kind" in unnamed.stderr
-    local = infercast(*base, "--device", "kind-a")
-    assert local.returncode == 2 and "needs --ray ADDRESS" in local.stderr
-    bad = infercast(*base, "--ray", f"{HOST}:1", "--device", "device:kind-a")
-    assert bad.returncode == 2 and "not device:rtx3080" in bad.stderr
