@@ -154,10 +154,10 @@ def same_runtime(backend: str) -> set[str]:
     """The shipped hosts measured with ``backend`` (an infercast backend such as ``ort-cpu``).
 
     A platform of a runtime a host ran adapts from those hosts alone: on another EPYC measured
-    with ``ort-cpu``, the leave-one-out choice among all 91 sources fell on a phone GPU setting
-    with k = 5 or 10 (14.5 / 15.6 % median error on 36 real networks) where the host gave 9.6 /
-    5.7 % (benchmarks/host_adapt.py); a few points cannot tell 91 candidates apart, what ran the
-    kernels can."""
+    with ``ort-cpu``, the leave-one-out choice among all 91 sources fell on phone settings with
+    k = 5 or 10 (39.9 / 15.1 % median error on 36 real networks) where the host gave 12.4 / 6.9 %
+    (benchmarks/host_adapt.py, RESULTS.md); a few points cannot tell 91 candidates apart, what
+    ran the kernels can."""
     from infercast.predict.devices import ort_cpu
 
     return {name for name, host in ort_cpu.hosts().items() if host["backend"] == backend}
