@@ -385,6 +385,7 @@ def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> Non
     assert summary["fit"]["source"] == "epyc-2core/ort-cpu" and summary["fit"]["nearest"] == [
         summary["fit"]["source"]
     ]
+    assert summary["sources"] == "the shipped hosts measured with ort-cpu"
 
 
 def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path) -> None:
@@ -403,6 +404,10 @@ def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path
     assert adapted.returncode == 0, adapted.stderr
     summary = json.loads(adapted.stdout)
     assert summary["fit"]["source"] in {i.name for i in list_devices()} and summary["n_test"] == 2
+    assert summary["sources"] == f"every shipped device ({len(usc.names()) + len(ort_cpu.names())})"
+    text = run_cli("adapt", "--db", db, "--out", str(tmp_path / "again"), "--k", "4")
+    shown = " ".join(text.stdout.split())
+    assert text.returncode == 0 and f"adapted from {summary['fit']['source']}, the nearest of every" in shown
     predicted = run_cli("predict", "--predictor", out, models[0], "--json")
     assert predicted.returncode == 0, predicted.stderr
     row = json.loads(predicted.stdout)[0]

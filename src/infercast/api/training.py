@@ -473,7 +473,8 @@ def adapt_device(
     graphs = [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
     x = device_feature_frame(graphs)
     y = data.y["latency_ms"].to_numpy(dtype=np.float64)
-    sources = shipped_sources(same_runtime(chosen["backend"]) or None)
+    hosts = same_runtime(chosen["backend"])
+    sources = shipped_sources(hosts or None)
     logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}
     if selection == "random":
         picked = np.sort(np.random.default_rng(seed).choice(len(x), k, replace=False))
@@ -505,6 +506,9 @@ def adapt_device(
         "k": k,
         "selection": selection,
         "measured_configs": data.models[picked].tolist(),
+        "sources": f"the shipped hosts measured with {chosen['backend']}"
+        if hosts
+        else f"every shipped device ({len(sources)})",
         "n_test": len(rest),
         "test_metrics": {"latency": scores} if scores else {},
         "fit": model.describe(),

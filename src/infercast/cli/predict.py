@@ -381,9 +381,9 @@ def adapt(
         return
     if not predictor:
         fit = summary["fit"]
+        runners_up = f" (then {', '.join(fit['nearest'][1:3])})" if len(fit["nearest"]) > 1 else ""
         console.print(
-            f"adapted from the nearest shipped device, {fit['source']} "
-            f"(then {', '.join(fit['nearest'][1:3])}): "
+            f"adapted from {fit['source']}, the nearest of {summary['sources']}{runners_up}: "
             f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}; "
             f"written to {summary['predictor']}",
             highlight=False,
