@@ -79,9 +79,10 @@ def main() -> None:
     models = [m for m in real_a if m in real_b]
     truth = np.array([real_a[m] for m in models])
     noise = np.abs(np.array([real_b[m] for m in models]) - truth) / truth
-    x = device_feature_frame([capture_model(m)[0] for m in models])
+    graphs = [capture_model(m)[0] for m in models]
+    x = device_feature_frame(graphs)
 
-    shipped = ort_cpu.load(HOST).predict_graphs([capture_model(m)[0] for m in models])
+    shipped = ort_cpu.load(HOST).predict_graphs(graphs)
     rows = {
         f"{HOST} as shipped (mean of three routes)": card(
             truth,

@@ -147,11 +147,19 @@ def test_onnx_rank_and_fixed_axes_are_checked(tmp_path) -> None:
         "space:mobile-nas?width=0.75&resolution=160",
     ],
 )
-def test_model_strings_are_captured_on_meta_as_with_weights(model: str) -> None:
+def test_model_strings_are_captured_on_meta_as_with_weights(model: str, monkeypatch) -> None:
     from infercast.features import features
-    from infercast.models.guarded import capture_model
+    from infercast.models import guarded
 
-    graph, source = capture_model(model)
+    devices: list[str] = []
+
+    def recording(loaded, *args, **kwargs):
+        devices.append(next(loaded.module.parameters()).device.type)
+        return capture(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(guarded, "capture", recording)
+    graph, source = guarded.capture_model(model)
+    assert devices == ["meta"]  # built once, without weights: no fallback to a weighted build
     weighted = load_model(model)
     assert next(weighted.module.parameters()).device.type == "cpu"
     reference = capture(weighted)
