@@ -163,6 +163,7 @@ def test_predict_on_shipped_devices() -> None:
     assert table[2]["latency_ms"] > table[0]["latency_ms"]  # ResNet-10 does 5× the work
     assert one["route"].startswith("op-wise") and one["model_level_ms"] > 0
     assert table[1]["route"].startswith("Σ cost") and "model_level_ms" not in table[1]
+    assert not list(Path(os.environ["INFERCAST_CACHE"]).rglob("*opwise*"))  # shipped, not trained
     small = infercast.predict("torchvision:resnet18", device="pixel4/gpu", input_shape=(1, 3, 160, 160))
     assert small["ood"] and "224×224" in small["ood_reason"]
     with pytest.raises(PredictorError, match=r"either predictor= .* or device="):
@@ -324,6 +325,39 @@ def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
     assert (linear["h_in"], linear["c_in"], linear["c_out"]) == (1, 8, 10)
     assert linear["bytes"] == 2 * (8 + 10 + 8 * 10)  # fp16 vectors and weights
     assert ops["kernel"].is_unique
+
+
+def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
+    """A stale route (trained on other networks or other op rows than ship) would show here."""
+    from infercast.predict.devices import tflite_gpu
+
+    networks = usc.table()
+    gpus = [name for name in usc.names() if name.endswith("/gpu")]
+    assert len(gpus) == len(tflite_gpu.PHONES)
+    for name in gpus:
+        route = tflite_gpu.opwise(name)
+        ops = tflite_gpu.training_ops(name.split("/")[0])
+        timed = ops[np.isfinite(ops["latency_ms"]) & (ops["latency_ms"] > 0)]
+        assert route.metadata["device"] == name and route.training_["n_models"] == len(networks)
+        assert route.training_["kernel_types"] == timed["op_type"].value_counts().to_dict()
+        assert route.training_["n_groups"] == networks["family"].nunique()
+
+
+def test_a_shipped_gpu_route_is_the_trained_one_zipped(tmp_path, monkeypatch) -> None:
+    from infercast.predict.devices import tflite_gpu
+
+    monkeypatch.setattr(tflite_gpu, "routes_archive", lambda name: tmp_path / f"{name.replace('/', '-')}.zip")
+    networks = usc.table()
+    small_families = ["nas-mobile", "squeezenet", "efficientnet", "densenet", "hardnet"]
+    few = networks[networks["family"].isin(small_families)]
+    e2e, families = few[usc.LATENCY_PREFIX + "a03s/gpu"], few["family"]
+    archive = tflite_gpu.ship("a03s/gpu", e2e, families)
+    assert archive == tmp_path / "a03s-gpu.zip" and archive.stat().st_size > 0
+    shipped = tflite_gpu.opwise("a03s/gpu")
+    trained = tflite_gpu.fit_opwise("a03s", e2e, families)
+    rows = tflite_gpu.training_ops("a03s", list(networks.index[:10])).drop(columns="latency_ms")
+    assert shipped.predict(rows)["latency_ms"].tolist() == trained.predict(rows)["latency_ms"].tolist()
+    assert shipped.metadata["device"] == "a03s/gpu" and shipped.training_["n_models"] == len(few)
 
 
 def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> None:

@@ -7,7 +7,8 @@
 
 usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False``, 224×224; about
 30 s), computes its device features and keeps its family and the mean latency of each of the 90
-settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``). NB201: a random
+settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``), on which the six GPU
+settings' op-wise routes are trained and shipped zipped (``tflite_gpu.ship``). NB201: a random
 1,000 cells (seed 0) with their 27 latencies, and their ``nb201`` space features at the three
 batch sizes the devices ran (1, 32, 256). A host this project measured (``ort_cpu``): from a store,
 the named design-space campaigns' configs (predictor features, device features of their captured
@@ -181,15 +182,17 @@ def write_host(
     meta.write_text(json.dumps({"devices": {**devices, name: host}}, indent=1) + "\n")
 
 
-def ship_routes(name: str) -> Path:
-    """Train the blend and op-wise routes of host ``name`` on its shipped tables and put them
-    beside the tables (replacing earlier ones): a first prediction then loads, never trains."""
-    import shutil
-
-    folder = ort_cpu.routes_folder(name)
-    shutil.rmtree(folder, ignore_errors=True)
-    ort_cpu.train_routes(name).save(folder, name)
-    return folder
+def ship_gpu_routes() -> list[Path]:
+    """The op-wise route of every usc-mobile GPU setting, trained on the shipped tables and zipped
+    beside them (``tflite_gpu.ship``)."""
+    usc.table.cache_clear()
+    tflite_gpu.table.cache_clear()
+    networks = usc.table()
+    return [
+        tflite_gpu.ship(name, networks[usc.LATENCY_PREFIX + name], networks["family"])
+        for name in usc.names()
+        if name.endswith("/gpu")
+    ]
 
 
 def main() -> None:
@@ -205,10 +208,11 @@ def main() -> None:
         if not args.host_campaign:
             parser.error("--host-db needs at least one --host-campaign (design-space profiles)")
         write_host(args.host_name, *host_tables(args.host_db, args.host_campaign, args.host_kernels))
-        ship_routes(args.host_name)
+        ort_cpu.ship(args.host_name)
     if args.usc:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
         tflite_gpu.op_rows(args.usc).to_parquet(data_file(tflite_gpu.TABLE), index=False)
+        ship_gpu_routes()
     if args.nb201:
         cells = nb201_table(args.nb201)
         cells.to_parquet(data_file(nb201.TABLE), index=False)

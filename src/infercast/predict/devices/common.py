@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
@@ -52,6 +54,32 @@ def trained_once(
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
     return model
+
+
+ROUTES = "routes"
+
+
+def routes_archive(name: str) -> Path:
+    """Where the trained predictor directory of shipped device ``name`` ships, zipped."""
+    return data_file(ROUTES) / f"{name.replace('/', '-')}.zip"
+
+
+def pack(folder: Path, archive: Path) -> Path:
+    """Zip the predictor directory ``folder`` into ``archive`` (deflated: the JSON trees shrink
+    about 4×, which keeps every trained route inside the package's size budget)."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            out.write(path, path.relative_to(folder).as_posix())
+    return archive
+
+
+def load_packed(archive: Path, load: Callable[[Path], Saved]) -> Saved:
+    """The predictor ``load`` reads from the directory zipped in ``archive``: unpacked into a
+    temporary folder that is gone once loaded (the learners hold their trees in memory)."""
+    with tempfile.TemporaryDirectory(prefix="infercast-") as folder, zipfile.ZipFile(archive) as zipped:
+        zipped.extractall(folder)
+        return load(Path(folder))
 
 
 @cache

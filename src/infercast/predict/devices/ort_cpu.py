@@ -14,7 +14,7 @@ the host, runtime, settings and campaigns) is built by ``python -m infercast.api
 
 The predictor is three routes: the cascade blend on graph features and the op-wise route
 (kernel regressors + overhead model), trained by the same builder from those tables and shipped
-trained (``data/ort_cpu_routes/<device>``: XGBoost JSON, LightGBM text, forest JSON, 5 MB;
+trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON, 1.3 MB zipped;
 training them on first use took 3.5 s, which put a first prediction over 10 s whenever the
 machine ran slow), and the Σ cost × work model on device features (``devices.physical``, as for
 the phones) of the configs and the kernel networks, fitted in milliseconds on every use. Its
@@ -33,6 +33,7 @@ features with a closed form for a million candidates.
 from __future__ import annotations
 
 import json
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from infercast.features import features
 from infercast.graph import Graph
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
-from infercast.predict.devices.common import DeviceInfo, cards, data_file
+from infercast.predict.devices.common import DeviceInfo, cards, data_file, load_packed, pack, routes_archive
 from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame
 from infercast.predict.devices.physical import PhysicalLatency, fit_configs_and_kernels
 from infercast.predict.opwise import OpWise
@@ -53,7 +54,6 @@ CONFIGS = "ort_cpu_configs.parquet"
 OPS = "ort_cpu_ops.parquet"
 KERNEL_NETWORKS = "ort_cpu_kernel_networks.parquet"
 META = "ort_cpu.json"
-ROUTES = "ort_cpu_routes"
 ROUTE = MEAN_ROUTE
 # a host learned from 128–224² inputs: no one input side marks a network as unlike its training
 INPUT_SIDE = None
@@ -139,11 +139,6 @@ def physical(name: str) -> PhysicalLatency:
     )
 
 
-def routes_folder(name: str) -> Path:
-    """Where the trained blend and op-wise routes of ``name`` ship."""
-    return data_file(ROUTES) / name.replace("/", "-")
-
-
 class Routes:
     """The two trained routes, saved as two predictor directories under one folder."""
 
@@ -159,6 +154,14 @@ class Routes:
     @classmethod
     def load(cls, folder: Path) -> Routes:
         return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
+
+
+def ship(name: str) -> Path:
+    """Train the blend and op-wise routes of host ``name`` on its shipped tables and ship them
+    zipped (replacing earlier ones): a first prediction then loads, never trains."""
+    with tempfile.TemporaryDirectory() as folder:
+        train_routes(name).save(Path(folder), name)
+        return pack(Path(folder), routes_archive(name))
 
 
 def train_routes(name: str) -> Routes:
@@ -178,7 +181,7 @@ class OrtCpuDevice:
         self.info = _info(name)
         self.settings: dict[str, Any] = hosts()[name]["settings"]
         self.backend: str = hosts()[name]["backend"]
-        self.routes = Routes.load(routes_folder(name))
+        self.routes = load_packed(routes_archive(name), Routes.load)
         self.physical = physical(name)
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:

@@ -13,6 +13,7 @@ is in the overhead model's per-kernel and constant terms, as in training.
 from __future__ import annotations
 
 import ast
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph import Graph
-from infercast.predict.devices.common import data_file, trained_once
+from infercast.predict.devices.common import data_file, load_packed, pack, routes_archive
 from infercast.predict.fusion import TFLITE, kernel_table
 from infercast.predict.optable import SHAPE_COLUMNS, WEIGHTED_TYPES
 from infercast.predict.opwise import OpWise
@@ -172,10 +173,8 @@ def training_ops(phone: str, models: list[str] | None = None) -> pd.DataFrame:
     return ops[list(COLUMNS)].assign(latency_ms=ops[f"latency_ms@{phone}"].to_numpy())
 
 
-# A first prediction may take 10 s, the op-wise training included. On 102 networks here: XGBoost
-# kernels of 150 trees train in 2.4 s (400 trees: 6-7 s, 11.4 s for the whole first prediction;
-# the per-type choice of learner: 11 s); family-grouped ±10 % over the six phones, median 83.9 %
-# against 85.3 % with 400 trees.
+# 150 trees per kernel type: family-grouped ±10 % over the six phones, median 83.9 % against 85.3 %
+# with 400, in a third of the size (each phone's route ships trained: 0.9 MB zipped).
 KERNEL_TREES = 150
 
 
@@ -190,12 +189,16 @@ def fit_opwise(phone: str, e2e: pd.Series, families: pd.Series, seed: int = 0) -
     return model.fit(ops, frame, groups=families)
 
 
-def opwise(name: str, e2e: pd.Series, families: pd.Series) -> OpWise:
-    """The op-wise predictor of ``<phone>/gpu``, trained on first use and cached."""
-    phone = name.split("/")[0]
-    return trained_once(
-        f"{name}-opwise",
-        lambda: fit_opwise(phone, e2e, families),
-        lambda model, folder: model.save(folder),
-        OpWise.load,
-    )
+def ship(name: str, e2e: pd.Series, families: pd.Series) -> Path:
+    """Train the op-wise route of ``<phone>/gpu`` on all its networks and ship it zipped
+    (``python -m infercast.api.device_tables --usc …`` does, for every phone): training it on
+    first use took 5–7 s of a first prediction's 10–15 s."""
+    model = fit_opwise(name.split("/")[0], e2e, families)
+    with tempfile.TemporaryDirectory() as folder:
+        saved = model.save(Path(folder) / "opwise", {"device": name, "route": ROUTE})
+        return pack(saved, routes_archive(name))
+
+
+def opwise(name: str) -> OpWise:
+    """The shipped op-wise predictor of ``<phone>/gpu``."""
+    return load_packed(routes_archive(name), OpWise.load)

@@ -108,11 +108,7 @@ class UscDevice:
         networks = table()
         self.model = physical(name)
         self.info = _info(name, len(networks))
-        self.opwise = (
-            tflite_gpu.opwise(name, networks[LATENCY_PREFIX + name], networks["family"])
-            if name.endswith("/gpu")
-            else None
-        )
+        self.opwise = tflite_gpu.opwise(name) if name.endswith("/gpu") else None
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = device_feature_frame(graphs)
