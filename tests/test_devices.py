@@ -83,6 +83,9 @@ def test_every_shipped_setting_is_listed_with_its_card() -> None:
 def test_an_unknown_device_names_the_nearest() -> None:
     with pytest.raises(UnknownDeviceError, match=r"'pixel4/gpus'.*nearest: pixel4/gpu"):
         get_device("pixel4/gpus")
+    # before any model is captured or any predictor trained
+    with pytest.raises(UnknownDeviceError, match="'nb201/pixel33'"):
+        predict_devices(["space:no-such-space"], ["nb201/pixel3", "nb201/pixel33"])
 
 
 def test_costs_of_a_known_law_are_recovered_with_honest_intervals(tmp_path: Path) -> None:
