@@ -14,7 +14,7 @@ the host, runtime, settings and campaigns) is built by ``python -m infercast.api
 
 The predictor is three routes: the cascade blend on graph features and the op-wise route
 (kernel regressors + overhead model), trained by the same builder from those tables and shipped
-trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON, 1.3 MB zipped;
+trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON, 1.4 MB zipped;
 training them on first use took 3.5 s, which put a first prediction over 10 s whenever the
 machine ran slow), and the Σ cost × work model on device features (``devices.physical``, as for
 the phones) of the configs and the kernel networks, fitted in milliseconds on every use. Its
