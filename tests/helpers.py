@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,18 @@ def infercast(*args: str) -> subprocess.CompletedProcess[str]:
             hung = f"infercast {' '.join(args)} still running after {CLI_TIMEOUT_S} s"
             raise AssertionError(f"{hung}; its threads:\n{err[-12000:]}") from None
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def stored_rows(db: str | Path) -> int:
+    """Measurements + failures in the store ``db`` so far, read without a write lock (0 before the
+    writer created it): kill -9 tests kill a writer once it stored something new."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as con:
+            return sum(
+                con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("measurements", "failures")
+            )
+    except sqlite3.OperationalError:
+        return 0
 
 
 def cost_law(x: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from infercast.measure import campaign_rows
 from infercast.store import Store
 
-from .helpers import FAST
+from .helpers import FAST, stored_rows
 
 TINY_SPACE = """
 name: tiny-resnets
@@ -59,17 +58,6 @@ def kernel_file(tmp_path):
 def profile_command(space: str, db: str, n: int, *extra: str) -> list[str]:
     command = [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db]
     return [*command, *FAST, *extra]
-
-
-def _stored(db: str) -> int:
-    """Measurements + failures in ``db`` so far, read-only (0 before the profiler made it)."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as con:
-            return sum(
-                con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("measurements", "failures")
-            )
-    except sqlite3.OperationalError:
-        return 0
 
 
 def test_profile_then_resume(space_file, tmp_path) -> None:
@@ -141,7 +129,7 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(kind, space_file, ke
         # kill once this run has stored something new, at a random moment of the configs after it:
         # a fixed delay either missed the campaign on a fast machine or came before any result
         deadline = time.monotonic() + 120
-        while process.poll() is None and _stored(db) <= before and time.monotonic() < deadline:
+        while process.poll() is None and stored_rows(db) <= before and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 0.8))
         finished = process.poll() is not None

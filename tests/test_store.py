@@ -130,15 +130,24 @@ WRITER = textwrap.dedent(
 
 
 def test_kill_9_loses_at_most_the_item_in_flight(tmp_path) -> None:
-    # enough items that twelve kills (at most 19 s of writing, ~250 items/s) land before the end
+    # imported here: WRITER imports this module, and tests.helpers would make it import PyTorch
+    from .helpers import stored_rows
+
+    # enough items that twelve kills (at most 12 × 0.8 s of writing, ~250 items/s) land before the end
     path, total, ops = tmp_path / "killed.db", 6000, 20
     rng = random.Random(0)
     counts = []
     for _ in range(12):
+        before = counts[-1] if counts else 0
         process = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path), str(total)], cwd=str(_repo_root())
         )
-        time.sleep(rng.uniform(0.8, 1.6))
+        # kill once this run has stored something new, at a random moment after: a fixed delay of
+        # 0.8–1.6 s came before the writer's first item on a slow machine under the suite's load
+        deadline = time.monotonic() + 120
+        while process.poll() is None and stored_rows(path) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.8))
         process.send_signal(signal.SIGKILL)
         process.wait()
         with Store(path) as store:
