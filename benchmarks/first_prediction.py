@@ -49,19 +49,20 @@ def cpu_model() -> str:
 
 def run(device: str, model: str, cache: str) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one ``infercast predict`` process."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [CLI, "predict", "--device", device, model, "--json"],
-        env={**os.environ, "INFERCAST_CACHE": cache},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - started
-    if status != 0:
-        raise SystemExit(
-            f"{device} {model} failed: {process.stderr.read().decode() if process.stderr else ''}"
+    # stderr to a file, not a pipe: nothing reads a pipe before wait4, so a full one would hang
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [CLI, "predict", "--device", device, model, "--json"],
+            env={**os.environ, "INFERCAST_CACHE": cache},
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
         )
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+        if status != 0:
+            errors.seek(0)
+            raise SystemExit(f"{device} {model} failed: {errors.read().decode()}")
     return elapsed, usage.ru_maxrss / 1024
 
 

@@ -74,6 +74,13 @@ def pack(folder: Path, archive: Path) -> Path:
     return archive
 
 
+def ship(save: Callable[[Path], object], archive: Path) -> Path:
+    """Zip what ``save`` writes into a new folder (a trained predictor directory) into ``archive``."""
+    with tempfile.TemporaryDirectory() as folder:
+        save(Path(folder))
+        return pack(Path(folder), archive)
+
+
 def load_packed(archive: Path, load: Callable[[Path], Saved]) -> Saved:
     """The predictor ``load`` reads from the directory zipped in ``archive``: unpacked into a
     temporary folder that is gone once loaded (the learners hold their trees in memory)."""

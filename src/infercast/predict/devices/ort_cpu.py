@@ -33,7 +33,6 @@ features with a closed form for a million candidates.
 from __future__ import annotations
 
 import json
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,8 @@ from infercast.features import features
 from infercast.graph import Graph
 from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
-from infercast.predict.devices.common import DeviceInfo, cards, data_file, load_packed, pack, routes_archive
+from infercast.predict.devices.common import DeviceInfo, cards, data_file, load_packed, routes_archive
+from infercast.predict.devices.common import ship as ship_trained
 from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame
 from infercast.predict.devices.physical import PhysicalLatency, fit_configs_and_kernels
 from infercast.predict.opwise import OpWise
@@ -159,9 +159,8 @@ class Routes:
 def ship(name: str) -> Path:
     """Train the blend and op-wise routes of host ``name`` on its shipped tables and ship them
     zipped (replacing earlier ones): a first prediction then loads, never trains."""
-    with tempfile.TemporaryDirectory() as folder:
-        train_routes(name).save(Path(folder), name)
-        return pack(Path(folder), routes_archive(name))
+    routes = train_routes(name)
+    return ship_trained(lambda folder: routes.save(folder, name), routes_archive(name))
 
 
 def train_routes(name: str) -> Routes:

@@ -14,7 +14,6 @@ is in the overhead model's per-kernel and constant terms, as in training.
 from __future__ import annotations
 
 import ast
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -22,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph import Graph
-from infercast.predict.devices.common import data_file, load_packed, pack, routes_archive
+from infercast.predict.devices.common import data_file, load_packed, routes_archive
+from infercast.predict.devices.common import ship as ship_trained
 from infercast.predict.fusion import TFLITE, kernel_table
 from infercast.predict.optable import SHAPE_COLUMNS, WEIGHTED_TYPES
 from infercast.predict.opwise import OpWise
@@ -196,9 +196,9 @@ def ship(name: str, e2e: pd.Series, families: pd.Series) -> Path:
     (``python -m infercast.api.device_tables --usc …`` does, for every phone): training it on
     first use took 5–7 s of a first prediction's 10–15 s."""
     model = fit_opwise(name.split("/")[0], e2e, families)
-    with tempfile.TemporaryDirectory() as folder:
-        saved = model.save(Path(folder) / "opwise", {"device": name, "route": ROUTE})
-        return pack(saved, routes_archive(name))
+    return ship_trained(
+        lambda folder: model.save(folder, {"device": name, "route": ROUTE}), routes_archive(name)
+    )
 
 
 def opwise(name: str) -> OpWise:
