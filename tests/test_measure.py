@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +40,28 @@ def test_measures_a_real_model(backend: str) -> None:
         assert result["energy_j"] is None and result["energy_reason"] == sensor.reason
     else:  # a host with RAPL: a positive figure per inference, from that sensor
         assert result["energy_j"] > 0 and result["energy_sensor"] == sensor.name
+
+
+def test_a_script_without_a_main_guard_measures_and_runs_once(tmp_path: Path) -> None:
+    """A user's script run as ``python script.py``: its workers (measurement, guarded capture of
+    user code) start without importing the script again, so it needs no
+    ``if __name__ == "__main__":`` and its body runs once."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import infercast\n"
+        "from infercast.measure import Protocol\n"
+        "print('body runs', flush=True)\n"
+        f"fast = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=8, cap_s=1.0)\n"
+        f"[m] = infercast.measure.measure([{model('tiny')!r}], protocol=fast)\n"
+        "print('measured', m['low_ms'] > 0, flush=True)\n"
+        f"r = infercast.predict({model('tiny')!r}, device='pixel4/gpu', timeout_s=120)\n"
+        "print('predicted', r['latency_ms'] > 0)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.splitlines() == ["body runs", "measured True", "predicted True"], ran.stdout
 
 
 def test_failures_are_recorded_and_the_rest_goes_on() -> None:

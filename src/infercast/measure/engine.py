@@ -16,6 +16,7 @@ from infercast.measure.backends.base import Backend
 from infercast.measure.protocol import Protocol, ci_half_width, cpu_times, steal_share, summarize
 from infercast.measure.sensors import EnergySensor, NoSensor
 from infercast.measure.worker import serve
+from infercast.processes import main_module_hidden
 from infercast.store import Measurement
 
 
@@ -59,7 +60,8 @@ class Worker:
             daemon=True,
             name="infercast-worker",
         )
-        self.process.start()
+        with main_module_hidden():
+            self.process.start()
         child.close()
         self.timeout_s = protocol.timeout_s
 

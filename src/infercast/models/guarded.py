@@ -19,6 +19,7 @@ import torch
 from infercast.errors import InfercastError, ModelLoadError
 from infercast.graph import Graph, capture
 from infercast.models import ZOOS, load_model
+from infercast.processes import main_module_hidden
 
 _USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")
 
@@ -74,7 +75,8 @@ def capture_model(
     process = context.Process(
         target=_capture_in_child, args=(sender, model, input_shape, batch_size), daemon=True
     )
-    process.start()
+    with main_module_hidden():
+        process.start()
     sender.close()
     try:
         if not receiver.poll(timeout_s):
