@@ -43,6 +43,37 @@ def test_fx_failure_falls_back_to_export() -> None:
     assert matmul_flops(graph) == reference_flops(model, (2, 3, 32, 32))
 
 
+class DefaultArguments(nn.Module):
+    """Convolutions and a pool at their default stride / padding; with ``branching``, Python on a
+    shape, so that only torch.export traces it (which records ``aten.conv2d`` without them)."""
+
+    def __init__(self, branching: bool) -> None:
+        super().__init__()
+        self.branching = branching
+        self.conv = nn.Conv2d(3, 8, 1)
+        self.weight = nn.Parameter(torch.randn(8, 8, 3, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x) if not self.branching or x.shape[-1] > 8 else x
+        y = nn.functional.conv2d(y, self.weight)
+        return nn.functional.max_pool2d(y, 2)
+
+
+@pytest.mark.parametrize("path", ["torch.fx", "torch.export"])
+def test_arguments_left_at_their_defaults_are_recorded(path: str) -> None:
+    graph = capture(DefaultArguments(branching=path == "torch.export").eval(), (1, 3, 16, 16))
+    assert graph.capture == path
+    conv, functional_conv, pool = [n for n in graph.nodes if n.kind in ("conv", "max_pool")]
+    for node in (conv, functional_conv):
+        assert (node.attrs["stride"], node.attrs["padding"], node.attrs["dilation"]) == (
+            (1, 1),
+            (0, 0),
+            (1, 1),
+        )
+    assert functional_conv.attrs["kernel"] == (3, 3)
+    assert pool.attrs["kernel"] == pool.attrs["stride"] == (2, 2)
+
+
 def test_fx_and_export_paths_agree() -> None:
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, stride=2, padding=1),

@@ -233,8 +233,10 @@ def _call_attrs(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dic
     attrs: dict[str, Any] = {}
     for key, position in positions.items():
         value = args[position] if len(args) > position else kwargs.get(_KEYWORDS.get(key, key))
-        if isinstance(value, int | list | tuple):
-            attrs[key] = tuple(value) if isinstance(value, list | tuple) else value
+        if isinstance(value, int):
+            attrs[key] = value
+        elif isinstance(value, list | tuple) and value:  # aten.max_pool2d's default stride is []
+            attrs[key] = tuple(value)
     if kind == "clip":
         low = args[1] if len(args) > 1 else kwargs.get("min", kwargs.get("min_val"))
         high = args[2] if len(args) > 2 else kwargs.get("max", kwargs.get("max_val"))

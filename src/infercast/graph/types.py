@@ -212,6 +212,15 @@ class GraphBuilder:
         weight_shape = next((w.shape for w in weights if len(w.shape) >= 3), None)
         if kind in ops.CONV_KINDS and weight_shape is not None:
             attrs.setdefault("kernel", tuple(weight_shape[2:]))
+        # an argument left at its default is often absent (torch.export records aten.conv2d
+        # without stride 1, ONNX may omit strides): the defaults of F.conv2d / F.*_pool2d and of
+        # ONNX, a pool's stride being its window
+        if kind in ops.CONV_KINDS:
+            for key, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
+                attrs.setdefault(key, (default,) * spatial_rank)
+        elif kind in ("max_pool", "avg_pool") and "kernel" in attrs:
+            attrs.setdefault("stride", attrs["kernel"])
+            attrs.setdefault("padding", (0,) * spatial_rank)
         in_shape = in_shapes[0] if in_shapes else None
         out_shape = out_shapes[0] if out_shapes else ()
         reduce_dim = in_shape[-1] if (kind in ops.MATMUL_KINDS and in_shape) else None
