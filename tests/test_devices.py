@@ -330,6 +330,13 @@ def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
     assert ops["kernel"].is_unique
 
 
+def test_the_package_with_its_shipped_predictors_stays_under_25_mb() -> None:
+    root = Path(infercast.__file__).parent
+    files = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    size = sum(p.stat().st_size for p in files)
+    assert size <= 25e6, f"the package holds {size / 1e6:.1f} MB"
+
+
 def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
     """A stale route (trained on other networks or other op rows than ship) would show here."""
     from infercast.predict.devices import tflite_gpu
