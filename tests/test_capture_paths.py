@@ -52,18 +52,19 @@ class DefaultArguments(nn.Module):
         self.branching = branching
         self.conv = nn.Conv2d(3, 8, 1)
         self.weight = nn.Parameter(torch.randn(8, 8, 3, 3))
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2, dilation=2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x) if not self.branching or x.shape[-1] > 8 else x
         y = nn.functional.conv2d(y, self.weight)
-        return nn.functional.max_pool2d(y, 2)
+        return self.up(nn.functional.max_pool2d(y, 2))
 
 
 @pytest.mark.parametrize("path", ["torch.fx", "torch.export"])
 def test_arguments_left_at_their_defaults_are_recorded(path: str) -> None:
     graph = capture(DefaultArguments(branching=path == "torch.export").eval(), (1, 3, 16, 16))
     assert graph.capture == path
-    conv, functional_conv, pool = [n for n in graph.nodes if n.kind in ("conv", "max_pool")]
+    conv, functional_conv, pool, up = [n for n in graph.nodes if n.kind in ("conv", "max_pool", "deconv")]
     for node in (conv, functional_conv):
         assert (node.attrs["stride"], node.attrs["padding"], node.attrs["dilation"]) == (
             (1, 1),
@@ -72,6 +73,8 @@ def test_arguments_left_at_their_defaults_are_recorded(path: str) -> None:
         )
     assert functional_conv.attrs["kernel"] == (3, 3)
     assert pool.attrs["kernel"] == pool.attrs["stride"] == (2, 2)
+    # a transposed convolution's arguments sit elsewhere in the call: read, not defaulted
+    assert (up.attrs["stride"], up.attrs["dilation"]) == ((2, 2), (2, 2))
 
 
 def test_fx_and_export_paths_agree() -> None:

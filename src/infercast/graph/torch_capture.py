@@ -26,6 +26,8 @@ from infercast.graph.types import Graph, GraphBuilder, TensorInfo, Weight
 
 # argument positions of kernel-like settings, identical in F.* and aten.* signatures
 _CONV_ARGS = {"stride": 3, "padding": 4, "dilation": 5}
+# F.conv_transpose2d / aten.conv_transpose2d: output_padding and groups come before the dilation
+_DECONV_ARGS = {"stride": 3, "padding": 4, "dilation": 7}
 _POOL_ARGS = {"kernel": 1, "stride": 2, "padding": 3}
 _KEYWORDS = {"kernel": "kernel_size"}
 
@@ -229,7 +231,12 @@ def _refine(
 
 def _call_attrs(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Kernel, stride, padding… of a functional / ATen call, by argument position or keyword."""
-    positions = {"conv": _CONV_ARGS, "max_pool": _POOL_ARGS, "avg_pool": _POOL_ARGS}.get(kind, {})
+    positions = {
+        "conv": _CONV_ARGS,
+        "deconv": _DECONV_ARGS,
+        "max_pool": _POOL_ARGS,
+        "avg_pool": _POOL_ARGS,
+    }.get(kind, {})
     attrs: dict[str, Any] = {}
     for key, position in positions.items():
         value = args[position] if len(args) > position else kwargs.get(_KEYWORDS.get(key, key))
