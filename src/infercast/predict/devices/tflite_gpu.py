@@ -174,7 +174,7 @@ def training_ops(phone: str, models: list[str] | None = None) -> pd.DataFrame:
     return ops[list(COLUMNS)].assign(latency_ms=ops[f"latency_ms@{phone}"].to_numpy())
 
 
-# 400 boosting rounds per kernel type (2.2 MB zipped per phone; the routes ship trained, so their
+# 400 boosting rounds per kernel type (2.1–2.5 MB zipped per phone; the routes ship trained, so their
 # training time is no user's): families held out, on usc-mobile's own op rows, pixel4 ±10 % 90.2 /
 # 89.2 % (seeds 0 / 1) against 85.3 / 84.3 % with 150 rounds, s10 83.3 / 82.4 % and a03s 79.4 %
 # unchanged; 800 rounds gave pixel4 91.2 % at 4.3 MB a phone.
