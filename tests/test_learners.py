@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infercast.predict import learners
 from infercast.predict.learners import LEARNERS, ROWS_PER_FIT_THREAD, fit_threads
 
 
@@ -19,7 +20,9 @@ def test_small_tables_train_on_one_thread_and_large_ones_on_up_to_n_jobs() -> No
 
 
 @pytest.mark.parametrize("name", sorted(LEARNERS))
-def test_threads_do_not_change_the_model(name: str, tmp_path: Path) -> None:
+def test_threads_do_not_change_the_model(name: str, tmp_path: Path, monkeypatch) -> None:
+    # 100 rows a thread: the n_jobs=2 learner trains on two threads, the other on one
+    monkeypatch.setattr(learners, "ROWS_PER_FIT_THREAD", 100)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 6))
     y = x[:, 0] * 2 + np.sin(x[:, 1]) + rng.normal(scale=0.1, size=300)

@@ -12,9 +12,12 @@ bootstrapping phase") — and imported the ``infercast`` console script's CLI in
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+
+# two threads starting children at once would otherwise restore each other's hidden values
+_STARTING = threading.RLock()
 
 
 @contextmanager
@@ -22,21 +25,13 @@ def main_module_hidden() -> Iterator[None]:
     """While a child process starts: the main module shows neither its spec nor its file, which
     is how ``multiprocessing`` finds what to import in the child (``spawn.get_preparation_data``);
     both are put back after."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    missing = object()
-    saved: dict[str, Any] = {name: getattr(main, name, missing) for name in ("__spec__", "__file__")}
-    main.__spec__ = None
-    if saved["__file__"] is not missing:
-        del main.__file__
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is missing:
-                if hasattr(main, name):
-                    delattr(main, name)
-            else:
-                setattr(main, name, value)
+    main = sys.modules["__main__"]
+    with _STARTING:
+        spec, file = main.__spec__, main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+        try:
+            yield
+        finally:
+            main.__spec__ = spec
+            if file is not None:
+                main.__file__ = file
