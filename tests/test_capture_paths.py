@@ -204,28 +204,45 @@ def test_model_strings_are_captured_on_meta_as_with_weights(model: str, monkeypa
     assert features(graph) == features(reference) and graph.weight_bytes == reference.weight_bytes
 
 
-def test_batch_norm_layers_are_not_run_on_meta(monkeypatch) -> None:
-    """On meta a BatchNorm's output is its input's shape, taken without running PyTorch's Python
-    decomposition of it; with weights it runs as ever."""
+class _Activations(nn.Module):
+    """Activations and normalisations as modules, functions and tensor methods, and a clamp to
+    tensor bounds that broadcast beyond its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2)
+        self.layers = nn.Sequential(
+            nn.BatchNorm2d(8), nn.ReLU(), nn.PReLU(8), nn.Hardswish(), nn.GroupNorm(2, 8), nn.GELU()
+        )
+        self.low = nn.Parameter(torch.zeros(1, 8, 8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.conv(x))
+        x = torch.nn.functional.relu6(x) + x.sigmoid()
+        x = x.clamp(0.0, 6.0)
+        return torch.clamp(x[:1, :, :1], min=self.low)
+
+
+def test_activations_and_norms_are_not_run_on_meta(monkeypatch) -> None:
+    """On meta an activation's or normalisation's output is its input's shape, taken without
+    running PyTorch's Python decomposition of it; with weights they run as ever."""
 
     def must_not_run(self, x):
         raise AssertionError("a BatchNorm layer ran on meta")
 
-    def block() -> nn.Module:
-        return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.BatchNorm2d(8), nn.ReLU(), nn.BatchNorm2d(8))
-
-    reference = capture(block(), (2, 3, 17, 17))
+    reference = capture(_Activations(), (2, 3, 17, 17))
     with torch.device("meta"):
-        on_meta = block()
+        on_meta = _Activations()
     monkeypatch.setattr(nn.BatchNorm2d, "forward", must_not_run)
     graph = capture(on_meta, (2, 3, 17, 17))
-    norms = [n for n in graph.nodes if n.kind == "bn"]
-    assert len(norms) == 2 and all(n.output_shapes == [(2, 8, 8, 8)] for n in norms)
+    kinds = [n.kind for n in graph.nodes]
+    assert {"bn", "relu", "prelu", "hardswish", "groupnorm", "gelu", "relu6", "sigmoid", "clip"} <= set(kinds)
+    assert graph.nodes[-1].kind == "clip" and graph.nodes[-1].output_shapes == [(1, 8, 8, 8)]
     assert [(n.kind, n.output_shapes, n.flops) for n in graph.nodes] == [
         (n.kind, n.output_shapes, n.flops) for n in reference.nodes
     ]
     with pytest.raises(CaptureError, match="a BatchNorm layer ran on meta"):
-        capture(block(), (2, 3, 17, 17))
+        capture(_Activations(), (2, 3, 17, 17))
 
 
 def test_a_model_that_cannot_run_on_meta_is_built_with_weights(monkeypatch) -> None:
