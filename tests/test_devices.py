@@ -188,6 +188,36 @@ def test_nb201_devices_take_cells_and_cache_their_predictor(tmp_path, monkeypatc
     assert measured.min() / 2 < first["latency_ms"] < measured.max() * 2
     with pytest.raises(PredictorError, match="NAS-Bench-201 cells"):
         predict_devices(["space:carb-resnet?depth=10&input_size=32"], [name])
+    with pytest.raises(PredictorError, match="NAS-Bench-201 cells"):  # one foreign model among cells
+        predict_devices([model, "space:carb-resnet?depth=10&input_size=32"], [name])
+
+
+def test_nb201_cells_are_predicted_from_closed_form_features_without_pytorch(tmp_path, monkeypatch) -> None:
+    """A cell's features come from the nb201 space's closed form: the same predictions as from its
+    captured graph, at batch 1 and at a GPU's batch, in a process that never imports PyTorch."""
+    monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))  # the blends that process trains, loaded here
+    script = f"""
+import json, sys
+from infercast.api import predict_devices
+rows = predict_devices(["space:nb201?cell={CELL}", "space:nb201"], ["nb201/pixel3", "nb201/titan_rtx_32"])
+print(json.dumps({{"rows": rows, "torch": "torch" in sys.modules}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reply = json.loads(done.stdout)
+    assert reply["torch"] is False
+    rows = reply["rows"]
+    assert [(r["device"], r["input_shape"]) for r in rows] == [
+        ("nb201/pixel3", [1, 3, 32, 32]),
+        ("nb201/titan_rtx_32", [32, 3, 32, 32]),
+    ] * 2
+    for row in rows:
+        graph = infercast.capture(infercast.load_model(row["model"], batch_size=row["input_shape"][0]))
+        captured = nb201.Nb201Device(row["device"]).predict_graphs([graph]).iloc[0]
+        assert row["latency_ms"] == pytest.approx(captured["latency_ms"], rel=1e-9)
+        assert row["latency_ms_interval"] == pytest.approx(
+            [captured["latency_ms_low"], captured["latency_ms_high"]]
+        )
 
 
 def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, monkeypatch) -> None:

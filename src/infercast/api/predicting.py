@@ -265,38 +265,50 @@ def predict_devices(
     """Latency of each model on each shipped device (``infercast devices list``): one dict per
     (model, device), models outer, with the 90 % interval, ``ood`` and its reason. A device
     measured at a batch size (NB201's batch-32 GPUs) captures the model at it unless
-    ``batch_size`` is given."""
-    from infercast.models.guarded import capture_model
+    ``batch_size`` is given. Configs of the design space a device learned from its features
+    (NB201 cells on NB201 devices) are not captured: the space's closed form gives the same
+    features without PyTorch."""
     from infercast.predict.devices import device_info, get_device
 
     if not devices:
         raise PredictorError("name at least one device (`infercast devices list` shows them)")
     infos = [device_info(name) for name in devices]  # an unknown name fails before any capture
     batches = [batch_size or (info.batch if info.batch > 1 else None) for info in infos]
+    spaces = {info.space for info in infos}
+    space = spaces.pop() if len(spaces) == 1 and input_shape is None else None
+    rows = _space_rows(models, space, batches) if space else None
     graphs: dict[tuple[int, int | None], Any] = {}
     # A predictor trained on first use (an NB201 device's blend: 3 s) trains while the models are
     # captured: on two cores the first prediction is the longer of the two, not their sum
     with ThreadPoolExecutor(max_workers=1) as pool:
         loading = pool.submit(lambda: [get_device(name) for name in devices])
-        for batch in batches:
-            for i, model in enumerate(models):
-                if (i, batch) not in graphs:
-                    graphs[i, batch] = capture_model(model, input_shape, batch, timeout_s)[0]
+        if rows is None:
+            from infercast.models.guarded import capture_model
+
+            for batch in batches:
+                for i, model in enumerate(models):
+                    if (i, batch) not in graphs:
+                        graphs[i, batch] = capture_model(model, input_shape, batch, timeout_s)[0]
         predictors = loading.result()
-    columns: list[tuple[list[Any], list[dict[str, Any]]]] = []
+    columns: list[list[dict[str, Any]]] = []
     for predictor, batch in zip(predictors, batches, strict=True):
-        captured = [graphs[i, batch] for i in range(len(models))]
-        columns.append((captured, predictor.predict_graphs(captured).to_dict("records")))
+        if rows is None:
+            predicted = predictor.predict_graphs([graphs[i, batch] for i in range(len(models))])
+        else:
+            predicted = predictor.predict_features(pd.concat([rows[i, batch][0] for i in range(len(models))]))
+        columns.append(predicted.to_dict("records"))
     results = []
     for i, model in enumerate(models):
-        for predictor, (captured, rows) in zip(predictors, columns, strict=True):
-            row, graph = rows[i], captured[i]
+        for predictor, batch, predicted_rows in zip(predictors, batches, columns, strict=True):
+            row = predicted_rows[i]
+            graph = graphs.get((i, batch))
+            shape = graph.input_shape if rows is None else rows[i, batch][1]
             results.append(
                 {
                     "model": model_name(model, graph),
                     "device": predictor.info.name,
                     "runtime": predictor.info.runtime,
-                    "input_shape": list(graph.input_shape),
+                    "input_shape": list(shape),
                     "latency_ms": float(row["latency_ms"]),
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
                     "ood": bool(row["ood"]),
@@ -310,6 +322,28 @@ def predict_devices(
                 if row.get(other) is not None:
                     results[-1][other] = float(row[other])
     return results
+
+
+def _space_rows(
+    models: Sequence[Any], space_name: str, batches: Sequence[int | None]
+) -> dict[tuple[int, int | None], tuple[pd.DataFrame, tuple[int, ...]]] | None:
+    """Each model's closed-form feature row and input shape at each batch, when every model is a
+    config string of the design space ``space_name`` and every batch one the space holds; else
+    None (they are captured)."""
+    from infercast.space import SpaceError, parse_model_string
+
+    rows: dict[tuple[int, int | None], tuple[pd.DataFrame, tuple[int, ...]]] = {}
+    for i, model in enumerate(models):
+        if not isinstance(model, str) or model.strip().partition("?")[0] != f"space:{space_name}":
+            return None
+        try:
+            space, config = parse_model_string(model.strip())
+            for batch in batches:
+                at_batch = space.validate({**config, "batch": batch}) if batch else config
+                rows[i, batch] = space.features(pd.DataFrame([at_batch])), space.input_shape(at_batch)
+        except SpaceError:
+            return None  # captured, which says what is wrong with it
+    return rows
 
 
 def _many(models: Any) -> tuple[list[Any], bool]:

@@ -110,6 +110,9 @@ class DeviceInfo:
     accepts: str  # which models it predicts
     batch: int = 1
     trained_on: str = "networks"  # what n_train counts
+    # the design space whose configs it predicts from the space's own closed-form features
+    # (``predict_features``), without capturing them; None: it reads graphs only
+    space: str | None = None
     card: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

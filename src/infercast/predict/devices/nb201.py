@@ -91,6 +91,7 @@ def _info(name: str) -> DeviceInfo:
         accepts="space:nb201 cells (CIFAR 32×32)",
         batch=batch,
         trained_on="cells",
+        space="nb201",
         card=cards().get(name, {}),
     )
 
@@ -124,8 +125,12 @@ class Nb201Device:
             raise PredictorError(
                 f"{self.info.name} predicts NAS-Bench-201 cells (space:nb201?cell=…) only, not {foreign[0]}"
             )
-        x = feature_frame([features(g) for g in graphs], SETTINGS)
-        predicted = self.blend.predict(x).reset_index(drop=True)
+        return self.predict_features(pd.DataFrame([features(g) for g in graphs]))
+
+    def predict_features(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The same from cells' feature rows (``features(graph)``, or the nb201 space's closed form
+        of them: ``infercast.space.get("nb201").features(configs)``)."""
+        predicted = self.blend.predict(feature_frame(rows, SETTINGS)).reset_index(drop=True)
         out = predicted[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].copy()
         out["route"] = ROUTE
         return out
