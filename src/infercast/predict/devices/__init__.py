@@ -5,7 +5,9 @@ their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graph
 measurements is one module beside this one (``usc.py``, ``nb201.py``, ``ort_cpu.py``): a new one is
 a new file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``; one whose
 devices screen design spaces (``screen.device``) also has ``physical(name)`` (its Σ cost × work
-route) and ``INPUT_SIDE`` (the one input side it learned from, or None).
+route) and ``INPUT_SIDE`` (the one input side it learned from, or None); a device whose
+``DeviceInfo.space`` names a design space also has ``predict_features(rows)``, for that space's
+closed-form features.
 """
 
 from __future__ import annotations
