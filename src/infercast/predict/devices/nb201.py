@@ -130,10 +130,29 @@ class Nb201Device:
     def predict_features(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The same from cells' feature rows (``features(graph)``, or the nb201 space's closed form
         of them: ``infercast.space.get("nb201").features(configs)``)."""
+        self._check_batch(rows["batch"])
         predicted = self.blend.predict(feature_frame(rows, SETTINGS)).reset_index(drop=True)
         out = predicted[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].copy()
         out["route"] = ROUTE
         return out
+
+    def _check_batch(self, batches: pd.Series) -> None:
+        """Cells at the one batch size the device was measured at: the data say nothing of
+        another, and the blend's trend, fitted where FLOPs and parameters rise and fall together,
+        read 10¹⁹ ms for a batch-1 phone's cell at batch 64."""
+        other = sorted({int(b) for b in batches} - {self.info.batch})
+        if not other:
+            return
+        siblings = [
+            n
+            for n in names()
+            if _info(n).device == self.info.device and batch_of(n.removeprefix(PREFIX)) == other[0]
+        ]
+        hint = f"; {siblings[0]} was measured at batch {other[0]}" if siblings else ""
+        raise PredictorError(
+            f"{self.info.name} was measured at batch {self.info.batch} and predicts cells at that "
+            f"batch only, not at batch {other[0]}{hint}"
+        )
 
 
 def load(name: str) -> Nb201Device:
