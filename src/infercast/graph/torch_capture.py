@@ -58,9 +58,8 @@ def capture_module(module: torch.nn.Module, input_shape: tuple[int, ...], name: 
     return _translate_fx(traced, name, input_shape)
 
 
-# Activations and normalisations give a tensor of their input's shape and dtype. On meta tensors
-# PyTorch runs them through Python decompositions whose first call imports TorchDynamo: 1.4–2.1 s
-# for one ReLU on this 2-core machine, the largest part of capturing a small network.
+# Activations and normalisations give a tensor of their input's shape and dtype; on meta tensors
+# PyTorch would run each through a Python decomposition of it.
 _SHAPE_KEEPING_KINDS = ops.ACTIVATION_KINDS | ops.NORM_KINDS
 
 
