@@ -276,13 +276,13 @@ def predict_devices(
     batches = [batch_size or (info.batch if info.batch > 1 else None) for info in infos]
     spaces = {info.space for info in infos}
     space = spaces.pop() if len(spaces) == 1 and input_shape is None else None
-    rows = _space_rows(models, space, batches) if space else None
+    closed_form = _space_features(models, space, batches) if space else None
     graphs: dict[tuple[int, int | None], Any] = {}
     # A predictor trained on first use (an NB201 device's blend: 3 s) trains while the models are
     # captured: on two cores the first prediction is the longer of the two, not their sum
     with ThreadPoolExecutor(max_workers=1) as pool:
         loading = pool.submit(lambda: [get_device(name) for name in devices])
-        if rows is None:
+        if closed_form is None:
             from infercast.models.guarded import capture_model
 
             for batch in batches:
@@ -290,25 +290,25 @@ def predict_devices(
                     if (i, batch) not in graphs:
                         graphs[i, batch] = capture_model(model, input_shape, batch, timeout_s)[0]
         predictors = loading.result()
-    columns: list[list[dict[str, Any]]] = []
+    columns: list[tuple[list[dict[str, Any]], list[tuple[int, ...]]]] = []
     for predictor, batch in zip(predictors, batches, strict=True):
-        if rows is None:
-            predicted = predictor.predict_graphs([graphs[i, batch] for i in range(len(models))])
+        if closed_form is None:
+            captured = [graphs[i, batch] for i in range(len(models))]
+            predicted, shapes = predictor.predict_graphs(captured), [g.input_shape for g in captured]
         else:
-            predicted = predictor.predict_features(pd.concat([rows[i, batch][0] for i in range(len(models))]))
-        columns.append(predicted.to_dict("records"))
+            rows, shapes = closed_form[batch]
+            predicted = predictor.predict_features(rows)
+        columns.append((predicted.to_dict("records"), shapes))
     results = []
     for i, model in enumerate(models):
-        for predictor, batch, predicted_rows in zip(predictors, batches, columns, strict=True):
+        for predictor, batch, (predicted_rows, shapes) in zip(predictors, batches, columns, strict=True):
             row = predicted_rows[i]
-            graph = graphs.get((i, batch))
-            shape = graph.input_shape if rows is None else rows[i, batch][1]
             results.append(
                 {
-                    "model": model_name(model, graph),
+                    "model": model_name(model, graphs.get((i, batch))),
                     "device": predictor.info.name,
                     "runtime": predictor.info.runtime,
-                    "input_shape": list(shape),
+                    "input_shape": list(shapes[i]),
                     "latency_ms": float(row["latency_ms"]),
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
                     "ood": bool(row["ood"]),
@@ -324,26 +324,27 @@ def predict_devices(
     return results
 
 
-def _space_rows(
+def _space_features(
     models: Sequence[Any], space_name: str, batches: Sequence[int | None]
-) -> dict[tuple[int, int | None], tuple[pd.DataFrame, tuple[int, ...]]] | None:
-    """Each model's closed-form feature row and input shape at each batch, when every model is a
+) -> dict[int | None, tuple[pd.DataFrame, list[tuple[int, ...]]]] | None:
+    """Per batch, the models' closed-form feature rows and input shapes, when every model is a
     config string of the design space ``space_name`` and every batch one the space holds; else
-    None (they are captured)."""
+    None (they are captured, which also says what is wrong with one)."""
     from infercast.space import SpaceError, parse_model_string
 
-    rows: dict[tuple[int, int | None], tuple[pd.DataFrame, tuple[int, ...]]] = {}
-    for i, model in enumerate(models):
-        if not isinstance(model, str) or model.strip().partition("?")[0] != f"space:{space_name}":
-            return None
-        try:
-            space, config = parse_model_string(model.strip())
-            for batch in batches:
-                at_batch = space.validate({**config, "batch": batch}) if batch else config
-                rows[i, batch] = space.features(pd.DataFrame([at_batch])), space.input_shape(at_batch)
-        except SpaceError:
-            return None  # captured, which says what is wrong with it
-    return rows
+    prefix = f"space:{space_name}"
+    if not models or not all(isinstance(m, str) and m.strip().partition("?")[0] == prefix for m in models):
+        return None
+    try:
+        parsed = [parse_model_string(m.strip()) for m in models]
+        space = parsed[0][0]
+        out: dict[int | None, tuple[pd.DataFrame, list[tuple[int, ...]]]] = {}
+        for batch in dict.fromkeys(batches):
+            configs = [space.validate({**c, "batch": batch}) if batch else c for _, c in parsed]
+            out[batch] = space.features(pd.DataFrame(configs)), [space.input_shape(c) for c in configs]
+    except SpaceError:
+        return None
+    return out
 
 
 def _many(models: Any) -> tuple[list[Any], bool]:
