@@ -5,9 +5,14 @@ import infercast  # noqa: F401
 
 # isort: split
 import importlib.util
+import os
 
 import pytest
 import torch
+
+# tests/helpers.py runs the CLI in the test process: its tables as wide as in the subprocesses,
+# whose terminal width the tests set (rich reads it when infercast.cli is imported)
+os.environ["COLUMNS"] = "200"
 
 requires_pytorchcv = pytest.mark.skipif(
     importlib.util.find_spec("pytorchcv") is None,

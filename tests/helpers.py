@@ -1,22 +1,26 @@
-"""What several test files share: the CLI as a subprocess, fast protocol options, a small design
+"""What several test files share: the CLI run in the test process, fast protocol options, a small design
 space for end-to-end runs, a known cost law, reference FLOP counts. Test files import from here,
 never from each other."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+from typer.testing import CliRunner
 
 from infercast import space
+from infercast.cli import app
 from infercast.graph import ops
 from infercast.store import Measurement, Platform, Store
 
@@ -57,7 +61,28 @@ params:
 CLI_TIMEOUT_S = 300
 
 
-def infercast(*args: str) -> subprocess.CompletedProcess[str]:
+def infercast(*args: str, isolated: bool = False) -> subprocess.CompletedProcess[str]:
+    """``infercast ARGS``: the same command line (typer app, arguments, stdout, stderr, exit code)
+    run in this test process, where PyTorch, scikit-learn and the boosters are imported already: a
+    new process paid 3–5 s of CPU importing them again on every call, a quarter of the suite's
+    CPU. A call that has not returned after ``CLI_TIMEOUT_S`` has hung: every thread's stack is
+    printed and the test process ends. An exception that escapes the command is in ``stderr`` as
+    a traceback, exit code 1, as a subprocess would show it. ``isolated=True`` runs a real
+    subprocess instead, for what only a process of its own shows (a connection to a Ray cluster)."""
+    if isolated:
+        return _infercast_process(*args)
+    faulthandler.dump_traceback_later(CLI_TIMEOUT_S, exit=True)
+    try:
+        result = CliRunner().invoke(app, list(args), catch_exceptions=True)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["infercast", *args], result.exit_code, result.stdout, stderr)
+
+
+def _infercast_process(*args: str) -> subprocess.CompletedProcess[str]:
     """``infercast ARGS`` as a user runs it: a real subprocess, output captured. One that hangs
     is aborted with every thread's Python stack in the failure (faulthandler on SIGABRT), so a
     rare hang seen only under CI can be read, not just timed."""

@@ -195,7 +195,7 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
     args = ["--predictor", str(predictor), "--space", "carb-resnet", "--n", "20000", "--max-latency-ms", "2"]
-    result = infercast("screen", *args, "--ray", cluster.address, "--shards", "4", "--json")
+    result = infercast("screen", *args, "--ray", cluster.address, "--shards", "4", "--json", isolated=True)
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads(result.stdout)
     assert data["candidates"] == 20000 and data["stage1"]["shards"] == 4

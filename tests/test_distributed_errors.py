@@ -21,7 +21,7 @@ HOST = "127.0.0.2"  # loopback, as the Ray tests' cluster; nothing listens on po
 def test_clear_errors_before_any_cluster_is_touched(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.db")
     base = ["profile", "--space", "carb-resnet", "--n", "2", "--db", db]
-    nobody = infercast(*base, "--ray", f"{HOST}:1", "--device", "kind-a")
+    nobody = infercast(*base, "--ray", f"{HOST}:1", "--device", "kind-a", isolated=True)
     assert nobody.returncode == 2 and f"no Ray cluster answers at {HOST}:1" in nobody.stderr
     unnamed = infercast(*base, "--ray", f"{HOST}:1")
     assert unnamed.returncode == 2 and "at least one device kind" in unnamed.stderr

@@ -115,7 +115,7 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(kind, space_file, ke
     db = str(tmp_path / "killed.db")
     # the kernel campaign profiles each network's ops too: fewer, without sentinel passes
     space, n, kills, extra = (
-        (space_file, 12, 10, ())
+        (space_file, 10, 5, ())
         if kind == "design space"
         else (kernel_file, 8, 4, ("--kernels", "--op-runs", "2", "--no-sentinels"))
     )

@@ -133,11 +133,11 @@ def test_kill_9_loses_at_most_the_item_in_flight(tmp_path) -> None:
     # imported here: WRITER imports this module, and tests.helpers would make it import PyTorch
     from .helpers import stored_rows
 
-    # enough items that twelve kills (at most 12 × 0.8 s of writing, ~250 items/s) land before the end
-    path, total, ops = tmp_path / "killed.db", 6000, 20
+    # enough items that six kills (at most 6 × 0.8 s of writing, ~250 items/s) land before the end
+    path, total, ops = tmp_path / "killed.db", 2500, 20
     rng = random.Random(0)
     counts = []
-    for _ in range(12):
+    for _ in range(6):
         before = counts[-1] if counts else 0
         process = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path), str(total)], cwd=str(_repo_root())
