@@ -12,7 +12,7 @@ import pytest
 
 from infercast.measure import MeasureError, Protocol, campaign_rows, measure, run_campaign
 from infercast.measure import backends as backend_registry
-from infercast.measure.protocol import summarize
+from infercast.measure.protocol import bootstrap_median_ci, summarize
 from infercast.measure.sensors import NoSensor, detect
 
 from .helpers import E2E_SPACE
@@ -112,6 +112,18 @@ def test_statistics_of_rounds() -> None:
     assert stats["ci_low_ms"] <= stats["median_ms"] <= stats["ci_high_ms"]
     assert stats["contention"] == pytest.approx(0.25)  # one of four rounds drifted
     assert stats["cv"] == pytest.approx(samples.std() / samples.mean())
+
+
+def test_the_bootstrap_ci_is_the_median_of_each_resample_concatenated() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        # rounds of uneven sizes, a third of them with ties, one to eleven rounds
+        rounds = [rng.lognormal(0, 0.1, int(rng.integers(1, 40))) for _ in range(int(rng.integers(1, 12)))]
+        rounds = [(np.round(r, 1) if trial % 3 == 0 else r).tolist() for r in rounds]
+        draws = np.random.default_rng(trial).integers(0, len(rounds), size=(200, len(rounds)))
+        medians = [np.median(np.concatenate([rounds[i] for i in pick])) for pick in draws]
+        expected = tuple(float(v) for v in np.percentile(medians, [2.5, 97.5]))
+        assert bootstrap_median_ci(rounds, 200, np.random.default_rng(trial)) == expected
 
 
 def test_ort_per_op_rows_follow_fusion(tmp_path) -> None:
