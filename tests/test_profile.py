@@ -14,7 +14,7 @@ import pytest
 from infercast.measure import campaign_rows
 from infercast.store import Store
 
-from .helpers import FAST, stored_rows
+from .helpers import FAST, infercast, stored_rows
 
 TINY_SPACE = """
 name: tiny-resnets
@@ -55,18 +55,17 @@ def kernel_file(tmp_path):
     return str(path)
 
 
-def profile_command(space: str, db: str, n: int, *extra: str) -> list[str]:
-    command = [sys.executable, "-m", "infercast", "profile", "--space", space, "--n", str(n), "--db", db]
-    return [*command, *FAST, *extra]
+def profile_args(space: str, db: str, n: int, *extra: str) -> list[str]:
+    return ["profile", "--space", space, "--n", str(n), "--db", db, *FAST, *extra]
 
 
 def test_profile_then_resume(space_file, tmp_path) -> None:
     db = str(tmp_path / "runs.db")
-    first = subprocess.run([*profile_command(space_file, db, 6), "--json"], capture_output=True, text=True)
+    first = infercast(*profile_args(space_file, db, 6), "--json")
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["done"] + summary["failed"] == summary["todo"] > 0 and summary["skipped"] == 0
-    second = subprocess.run([*profile_command(space_file, db, 6), "--json"], capture_output=True, text=True)
+    second = infercast(*profile_args(space_file, db, 6), "--json")
     again = json.loads(second.stdout)
     assert again["todo"] == 0 and again["skipped"] == summary["todo"]
     with Store(db) as store:
@@ -80,10 +79,8 @@ def test_adaptive_kernel_campaign_draws_its_second_half_around_the_worst_kernels
     kernel_file, tmp_path
 ) -> None:
     db = str(tmp_path / "adaptive.db")
-    command = profile_command(
-        kernel_file, db, 8, "--kernels", "--adaptive", "--op-runs", "2", "--no-sentinels"
-    )
-    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=600)
+    args = profile_args(kernel_file, db, 8, "--kernels", "--adaptive", "--op-runs", "2", "--no-sentinels")
+    done = infercast(*args, "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     adaptive = summary["adaptive"]
@@ -100,13 +97,13 @@ def test_adaptive_kernel_campaign_draws_its_second_half_around_the_worst_kernels
     second = measured[~measured["config_id"].isin({r["id"] for r in first_rows})]
     assert len(second) >= 1 and second["model"].str.contains(f"op={origin['op']}&").all()
     # the second half is planned again from the same measurements: a rerun has nothing left to do
-    again = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=600)
+    again = infercast(*args, "--json")
     assert again.returncode == 0, again.stderr[-3000:]
     rerun = json.loads(again.stdout)
     assert rerun["done"] == 0 and rerun["skipped"] == summary["done"]
-    text = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    text = infercast(*args)
     assert "around the 1 the kernel regressors predicted worst" in " ".join(text.stdout.split()), text.stderr
-    wrong = subprocess.run(profile_command(kernel_file, db, 8, "--adaptive"), capture_output=True, text=True)
+    wrong = infercast(*profile_args(kernel_file, db, 8, "--adaptive"))
     assert wrong.returncode == 2 and "--adaptive" in wrong.stderr
 
 
@@ -124,7 +121,9 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(kind, space_file, ke
     for _ in range(kills):
         before = counts[-1] if counts else 0
         process = subprocess.Popen(
-            profile_command(space, db, n, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [sys.executable, "-m", "infercast", *profile_args(space, db, n, *extra)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         # kill once this run has stored something new, at a random moment of the configs after it:
         # a fixed delay either missed the campaign on a fast machine or came before any result
@@ -142,7 +141,7 @@ def test_kill_9_campaign_resumes_without_loss_or_duplicates(kind, space_file, ke
         if finished:
             break
     assert counts == sorted(counts)  # what was committed stays
-    final = subprocess.run([*profile_command(space, db, n, *extra), "--json"], capture_output=True, text=True)
+    final = infercast(*profile_args(space, db, n, *extra), "--json")
     assert final.returncode == 0, final.stderr
     summary = json.loads(final.stdout)
     with Store(db) as store:
