@@ -35,28 +35,29 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
     return path
 
 
-# Longest files first (seconds measured here, three workers on two cores): `make test` runs three
-# workers that each take whole files (`-n 3 --dist loadfile --no-loadscope-reorder`: xdist keeps
-# this order instead of its own by number of tests), and a long file started last leaves one
-# worker running minutes after the others have finished. (`make test` runs test_distributed.py
-# alone first: ~100 s, against 300–700 s beside busy workers.)
+# Longest files first (seconds measured here, four workers on two cores, 2026-12-03): `make test`
+# runs four workers that each take whole files (`-n 4 --dist loadfile --no-loadscope-reorder`:
+# xdist keeps this order instead of its own by number of tests), and a long file started last
+# leaves one worker running minutes after the others have finished. (`make test` runs
+# test_distributed.py beside them, at a higher priority.)
 LONGEST_FIRST = (
-    "test_readme.py",  # ~230 s
-    "test_predict.py",  # ~190 s
-    "test_devices.py",  # ~140 s
-    "test_profile.py",  # ~120 s
-    "test_demo.py",  # ~110 s
-    "test_transfer.py",  # ~100 s
-    "test_screen.py",  # ~75 s
-    "test_hostile.py",  # ~60 s
-    "test_drift.py",  # ~50 s
-    "test_store.py",  # ~35 s
-    "test_measure.py",  # ~35 s
+    "test_readme.py",  # ~460 s
+    "test_predict.py",  # ~260 s
+    "test_profile.py",  # ~250 s
+    "test_devices.py",  # ~225 s
+    "test_capture_paths.py",  # ~115 s
+    "test_hostile.py",  # ~95 s
+    "test_demo.py",  # ~95 s
+    "test_graph_zoo.py",  # ~85 s
+    "test_measure.py",  # ~80 s
+    "test_transfer.py",  # ~70 s
+    "test_screen.py",  # ~60 s
+    "test_report.py",  # ~45 s
+    "test_overhead.py",  # ~40 s
+    "test_drift.py",  # ~30 s
+    "test_store.py",  # ~30 s
     "test_space_carb_resnet.py",  # ~30 s
-    "test_overhead.py",  # ~25 s
-    "test_space_mobile_nas.py",  # ~20 s
-    "test_cli.py",  # ~20 s
-    "test_intervals.py",  # ~15 s
+    "test_intervals.py",  # ~25 s
 )
 
 

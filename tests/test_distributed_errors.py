@@ -1,5 +1,5 @@
 """``--ray`` errors a user can fix, each one line before any cluster is touched. No cluster runs
-here: these run beside the other tests, not in the Ray tests' serial phase (``make test``)."""
+here: these run with the other tests, not beside them as the Ray tests do (``make test``)."""
 
 from __future__ import annotations
 
