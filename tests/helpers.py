@@ -1,11 +1,12 @@
-"""What several test files share: the CLI run in the test process, fast protocol options, a small design
-space for end-to-end runs, a known cost law, reference FLOP counts. Test files import from here,
-never from each other."""
+"""What several test files share: the CLI run in the test process, fast protocol options, a small
+design space for end-to-end runs, a known cost law, reference FLOP counts, the README's blocks.
+Test files import from here, never from each other."""
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -64,11 +65,11 @@ CLI_TIMEOUT_S = 300
 def infercast(*args: str, isolated: bool = False) -> subprocess.CompletedProcess[str]:
     """``infercast ARGS``: the same command line (typer app, arguments, stdout, stderr, exit code)
     run in this test process, where PyTorch, scikit-learn and the boosters are imported already: a
-    new process paid 3–5 s of CPU importing them again on every call, a quarter of the suite's
-    CPU. A call that has not returned after ``CLI_TIMEOUT_S`` has hung: every thread's stack is
-    printed and the test process ends. An exception that escapes the command is in ``stderr`` as
-    a traceback, exit code 1, as a subprocess would show it. ``isolated=True`` runs a real
-    subprocess instead, for what only a process of its own shows (a connection to a Ray cluster)."""
+    new process paid 3–5 s of CPU importing them again on every call. A call that has not returned
+    after ``CLI_TIMEOUT_S`` has hung: every thread's stack is printed and the test process ends.
+    An exception that escapes the command is in ``stderr`` as a traceback, exit code 1, as a
+    subprocess would show it. ``isolated=True`` runs a real subprocess instead, for what only a
+    process of its own shows (a connection to a Ray cluster)."""
     if isolated:
         return _infercast_process(*args)
     faulthandler.dump_traceback_later(CLI_TIMEOUT_S, exit=True)
@@ -99,6 +100,55 @@ def _infercast_process(*args: str) -> subprocess.CompletedProcess[str]:
             hung = f"infercast {' '.join(args)} still running after {CLI_TIMEOUT_S} s"
             raise AssertionError(f"{hung}; its threads:\n{err[-12000:]}") from None
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
+
+
+def readme_sections() -> dict[str, list[tuple[str, str]]]:
+    """The README's fenced blocks, ``(kind, body)``, under each of its ``## `` headings, in order."""
+    sections = {}
+    for part in re.split(r"^## ", README.read_text(), flags=re.M)[1:]:
+        heading, _, text = part.partition("\n")
+        sections[heading.strip()] = FENCE.findall(text)
+    return sections
+
+
+def run_readme_blocks(blocks: list[tuple[str, str]], folder: Path) -> int:
+    """Run README blocks as written, in order, in ``folder``: ``yaml`` blocks are written to the
+    file their first comment names, ``bash`` lines and the ``$`` commands of ``console``
+    transcripts run in a shell, ``python`` blocks in a fresh interpreter; ``text`` blocks (what
+    cannot run here as written) are skipped. Each must exit 0. Returns how many ran."""
+    env = {
+        **os.environ,
+        "COLUMNS": "200",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    ran = 0
+    for kind, body in blocks:
+        if kind == "yaml":
+            name = body.splitlines()[0].lstrip("# ").split(":")[0].split()[0]
+            (folder / name).write_text(body)
+            continue
+        if kind == "python":
+            commands = [[sys.executable, "-c", body]]
+        elif kind == "bash":
+            commands = [
+                line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("#")
+            ]
+        elif kind == "console":
+            commands = [line[2:] for line in body.splitlines() if line.startswith("$ ")]
+        else:
+            continue
+        for command in commands:
+            result = subprocess.run(
+                command, shell=isinstance(command, str), cwd=folder, env=env,
+                capture_output=True, text=True, timeout=420, check=False,
+            )  # fmt: skip
+            assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
+            ran += 1
+    return ran
 
 
 def stored_rows(db: str | Path) -> int:
