@@ -27,16 +27,22 @@ browser:
 		apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 		echo "warning: could not install chromium: the report's browser check will be skipped"
 
-# The Ray tests run beside the rest, the rest at a lower priority: the Ray nodes mostly wait
-# (health checks, worker start-up) and, beside busy workers of the same priority, starved of CPU,
-# took 300-700 s instead of ~140 s and timed out; run one after the other the two took ~18 minutes.
+# The Ray tests run beside the rest, the rest at a lower priority (and the test cluster's workers
+# at niceness 0, not Ray's 15: tests/test_distributed.py): the Ray nodes mostly wait (health
+# checks, worker start-up) and, beside busy workers of the same priority, starved of CPU, took
+# 300-700 s instead of ~140 s and timed out; run one after the other the two took ~18 minutes.
 # Their output follows the rest's. The rest: four workers, each test file on one of them (module
-# fixtures stay shared); tests wait on subprocesses part of the time, and a fourth worker keeps the
-# two cores busy (vmstat: 87 % with four; the suite 650 s against 825 s with three). Files start in the order tests/conftest.py gives
-# (longest first); xdist would otherwise reorder them by their number of tests.
+# fixtures stay shared); tests wait on subprocesses part of the time, and a fourth worker keeps
+# the two cores busy (vmstat: 87 % with four; the rest took 650 s against 825 s with three).
+# Files start in the order tests/conftest.py gives (longest first); xdist would otherwise
+# reorder them by their number of tests.
+# A background command of a non-interactive shell ignores Ctrl-C: the Ray tests' Python restores
+# it before it becomes pytest, so an interrupted `make test` still stops their cluster.
 test: lint browser
 	@ray_log=$$(mktemp); \
-	$(BIN)/python -m pytest tests/test_distributed.py > $$ray_log 2>&1 & ray=$$!; \
+	$(BIN)/python -c "import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); \
+		os.execv(sys.executable, [sys.executable, '-m', 'pytest', 'tests/test_distributed.py'])" \
+		> $$ray_log 2>&1 & ray=$$!; \
 	nice -n 10 $(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder \
 		--ignore=tests/test_distributed.py; rest=$$?; \
 	wait $$ray; ray_status=$$?; \
