@@ -75,42 +75,44 @@ def bootstrap_median_ci(
 ) -> tuple[float, float]:
     """95 % CI of the pooled median, resampling rounds with replacement.
 
-    A resample is a count of draws per round, so its pooled median is found in the samples sorted
-    once: the k-th smallest pooled sample is the first sorted one with more than k samples of the
-    resample at or below it, a binary search that runs for every resample at once. Concatenating
-    each resample and taking its median gives the same numbers but cost the engine 0.16 s between
-    two rounds of a fast model (39,000 samples, 300 resamples; ``benchmarks/bootstrap_ci.py``)."""
-    arrays = [np.asarray(r, dtype=np.float64) for r in rounds]
+    A resample is a count of draws per round, so its pooled median is found without building it:
+    the k-th smallest pooled sample is the smallest sample with more than k of the resample's
+    samples at or below it, found by a binary search over all samples sorted once, run for every
+    resample at once (each step counts, per round, its samples at or below by ``searchsorted``;
+    memory stays that of the samples). Concatenating each resample and taking its median gives the
+    same numbers but cost the engine 0.16 s between two rounds of a fast model (39,000 samples, 300
+    resamples; ``benchmarks/bootstrap_ci.py``)."""
+    arrays = [np.sort(np.asarray(r, dtype=np.float64)) for r in rounds]
     picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))
     drawn = np.zeros((resamples, len(arrays)), dtype=np.int64)
     np.add.at(drawn, (np.arange(resamples)[:, None], picks), 1)
-    values = np.concatenate(arrays)
-    order = np.argsort(values, kind="stable")
-    owner = np.repeat(np.arange(len(arrays)), [a.size for a in arrays])[order]
-    # at_or_below[j, i]: how many of round i's samples are among the j + 1 smallest of all
-    at_or_below = np.zeros((values.size, len(arrays)), dtype=np.int64)
-    at_or_below[np.arange(values.size), owner] = 1
-    np.cumsum(at_or_below, axis=0, out=at_or_below)
     pooled = drawn @ np.array([a.size for a in arrays])
-    sorted_values = values[order]
+    everything = np.sort(np.concatenate(arrays))
     middle = (
-        sorted_values[_kth_pooled(at_or_below, drawn, (pooled - 1) // 2)]
-        + sorted_values[_kth_pooled(at_or_below, drawn, pooled // 2)]
+        _kth_pooled(everything, arrays, drawn, (pooled - 1) // 2)
+        + _kth_pooled(everything, arrays, drawn, pooled // 2)
     ) / 2  # np.median's mean of the two middle samples (one, twice, for an odd count)
     low, high = np.percentile(middle, [2.5, 97.5])
     return float(low), float(high)
 
 
-def _kth_pooled(at_or_below: np.ndarray, drawn: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per resample, the sorted position of its k-th smallest pooled sample (0-based)."""
+def _kth_pooled(
+    everything: np.ndarray, rounds: list[np.ndarray], drawn: np.ndarray, k: np.ndarray
+) -> np.ndarray:
+    """Per resample (a row of ``drawn``: draws per round), its k-th smallest pooled sample
+    (0-based), from ``everything`` (all samples, sorted) and ``rounds`` (each round sorted)."""
     low = np.zeros(len(drawn), dtype=np.int64)
-    high = np.full(len(drawn), len(at_or_below) - 1, dtype=np.int64)
+    high = np.full(len(drawn), everything.size - 1, dtype=np.int64)
     while (low < high).any():
         mid = (low + high) // 2
-        beyond = np.einsum("ij,ij->i", at_or_below[mid], drawn) > k
+        value = everything[mid]
+        at_or_below = sum(
+            drawn[:, i] * np.searchsorted(samples, value, side="right") for i, samples in enumerate(rounds)
+        )
+        beyond = at_or_below > k
         high = np.where(beyond, mid, high)
         low = np.where(beyond, low, mid + 1)
-    return low
+    return everything[low]
 
 
 def ci_half_width(rounds: list[list[float]], protocol: Protocol, rng: np.random.Generator) -> float:
