@@ -33,7 +33,7 @@ browser:
 # 300-700 s instead of ~140 s and timed out; run one after the other the two took ~18 minutes.
 # Their output follows the rest's. The rest: four workers, each test file on one of them (module
 # fixtures stay shared); tests wait on subprocesses part of the time, and a fourth worker keeps
-# the two cores busy (vmstat: 87 % with four; the rest took 650 s against 825 s with three).
+# the two cores busy (vmstat: 87 % busy with four).
 # Files start in the order tests/conftest.py gives (longest first); xdist would otherwise
 # reorder them by their number of tests.
 # A background command of a non-interactive shell ignores Ctrl-C: the Ray tests' Python restores

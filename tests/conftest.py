@@ -53,12 +53,12 @@ LONGEST_FIRST = (
     "test_transfer.py",  # ~70 s
     "test_screen.py",  # ~60 s
     "test_report.py",  # ~45 s
-    "test_readme_without_profiling.py",  # ~45 s
     "test_overhead.py",  # ~40 s
     "test_drift.py",  # ~30 s
     "test_store.py",  # ~30 s
     "test_space_carb_resnet.py",  # ~30 s
     "test_intervals.py",  # ~25 s
+    "test_readme_without_profiling.py",  # ~25 s alone
 )
 
 
