@@ -278,3 +278,43 @@ def test_kernel_campaign_rows_teach_the_kernel_regressors_only() -> None:
     assert "no training rows of that type" not in predicted["ood_reason"].iloc[0]
     without = OpWise(n_estimators=30, kernel_learner="xgboost").fit(ops, e2e)
     assert "no training rows of that type" in without.predict(unseen_type)["ood_reason"].iloc[0]
+
+
+def _two_rate_tables(n_models: int, kernels_each: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Convolutions at 20 GFLOP/s, and half the 3×3 ones at 40 with the ``algorithm`` that runs
+    them named (no shape tells them apart); end to end = Σ + 0.4 ms."""
+    rng = np.random.default_rng(seed)
+    rows, e2e = [], []
+    for m in range(n_models):
+        total = 0.0
+        for k in range(kernels_each):
+            conv = conv_kernel_row(f"m{m}", f"k{k}", rng)
+            fast = conv["kernel_size"] == 3 and rng.random() < 0.5
+            latency = conv["flops"] / (40e6 if fast else 20e6)
+            rows.append({**conv, "algorithm": "winograd" if fast else "", "latency_ms": latency})
+            total += latency
+        e2e.append({"model": f"m{m}", "latency_ms": total + 0.4})
+    return pd.DataFrame(rows), pd.DataFrame(e2e)
+
+
+def test_an_algorithm_the_op_table_names_is_a_kernel_type_of_its_own(tmp_path) -> None:
+    ops, e2e = _two_rate_tables(30, 30, 11)
+    single, _ = _two_rate_tables(60, 1, 12)  # one kernel a model: its sum is the kernel's estimate
+    model = OpWise(n_estimators=60, kernel_learner="xgboost", overhead="affine").fit(ops, e2e)
+    assert "conv.winograd" in model.training_["own_models"]
+    assert model.training_["kernel_types"]["conv.winograd"] == (ops["algorithm"] == "winograd").sum()
+    truth = single.set_index("model")["latency_ms"]
+    named = model.predict(single.drop(columns="latency_ms"))["kernel_sum_ms"].loc[truth.index]
+    blind_model = OpWise(n_estimators=60, kernel_learner="xgboost", overhead="affine")
+    blind_model.fit(ops.drop(columns="algorithm"), e2e)
+    blind = blind_model.predict(single.drop(columns=["latency_ms", "algorithm"]))["kernel_sum_ms"]
+    errors = np.abs(np.log(named / truth))
+    blind_errors = np.abs(np.log(blind.loc[truth.index] / truth))
+    assert errors.max() < 0.1 and blind_errors.mean() > 3 * errors.mean(), (
+        errors.mean(),
+        blind_errors.mean(),
+    )
+
+    model.save(tmp_path / "ow")
+    assert (tmp_path / "ow" / "kernel.conv.winograd.xgb.json").is_file()
+    pd.testing.assert_frame_equal(model.predict(single), OpWise.load(tmp_path / "ow").predict(single))

@@ -23,6 +23,9 @@ SHAPE_COLUMNS = (
 )
 REQUIRED_OP_COLUMNS = ("model", "op_type")
 WEIGHTED_TYPES = ("conv", "dwconv", "gconv", "linear")
+# the optional column naming the algorithm a backend ran an op with (TFLite GPU's Winograd 3×3
+# convolutions, say): a kernel type of its own to the op-wise route; empty is the default one
+ALGORITHM = "algorithm"
 
 
 def check_op_table(ops: pd.DataFrame, training: bool = False, name: str = "op table") -> None:
@@ -67,9 +70,10 @@ def check_e2e_table(e2e: pd.DataFrame, name: str = "end-to-end table") -> None:
 
 
 def kernels(ops: pd.DataFrame) -> pd.DataFrame:
-    """Op rows → one row per executed kernel: the main op's shapes (the weighted op, else the
-    first one that is not a norm / activation / elementwise op), FLOPs and bytes summed over the
-    kernel's ops, ``n_ops`` ops covered, latency summed over the rows that carry one."""
+    """Op rows → one row per executed kernel: the main op's shapes and ``algorithm`` (the
+    weighted op, else the first one that is not a norm / activation / elementwise op; no
+    algorithm given is ``""``), FLOPs and bytes summed over the kernel's ops, ``n_ops`` ops
+    covered, latency summed over the rows that carry one."""
     check_op_table(ops)
     frame = ops.copy()
     frame["model"] = frame["model"].astype(str)
@@ -78,6 +82,8 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
         frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else np.nan
     if "n_ops" not in frame:
         frame["n_ops"] = 1.0
+    algorithm = frame[ALGORITHM] if ALGORITHM in frame else pd.Series("", index=frame.index)
+    frame[ALGORITHM] = algorithm.fillna("").astype(str)
     if "kernel" not in frame or frame["kernel"].isna().all():
         frame["kernel"] = np.arange(len(frame))
     frame["kernel"] = (
@@ -94,7 +100,7 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
         .set_index(["model", "kernel"])
     )
     grouped = frame.groupby(["model", "kernel"], sort=False)
-    out = main[["op_type", *SHAPE_COLUMNS]].copy()
+    out = main[["op_type", ALGORITHM, *SHAPE_COLUMNS]].copy()
     out["flops"] = grouped["flops"].sum(min_count=1)
     out["bytes"] = grouped["bytes"].sum(min_count=1)
     out["n_ops"] = grouped["n_ops"].sum()
