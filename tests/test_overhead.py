@@ -14,6 +14,7 @@ from infercast.predict import OpWise, PredictorError
 from infercast.predict.overhead import (
     FORMS,
     AdditiveOverhead,
+    FloorOverhead,
     Overhead,
     RatioOverhead,
     choose,
@@ -61,6 +62,25 @@ def test_an_additive_law_with_known_costs_is_recovered() -> None:
     assert np.median(np.abs(oof - np.log(e2e))) < 0.02
 
 
+def test_a_floor_under_every_kernel_is_recovered_and_chosen() -> None:
+    table, times = _kernel_table(80, 12)
+    x = overhead_features(table, times)
+    floor_ms, a, c = 0.08, 1.1, 0.5  # kernels shorter than 80 µs still cost 80 µs end to end
+    floored = np.array([np.maximum(t, floor_ms).sum() for t in x["kernel_times_ms"]])
+    noise = np.exp(np.random.default_rng(13).normal(0, 0.01, len(x)))
+    e2e = (a * floored + c) * noise
+
+    fitted = FloorOverhead().fit(x, e2e).costs()
+    assert fitted["floor_ms"] == pytest.approx(floor_ms, rel=0.1)
+    assert fitted["kernel_ms"] == pytest.approx(a, rel=0.05)
+    assert fitted["one"] == pytest.approx(c, rel=0.3)
+
+    form, _, scores = choose(x, e2e, _folds(len(x)))
+    assert form == "floor", scores
+    # a cost per kernel follows it only in part: short kernels pay the floor, long ones nothing
+    assert scores["per_kernel"]["mean_abs_log_error"] > 2 * scores["floor"]["mean_abs_log_error"], scores
+
+
 def test_a_multiplicative_overhead_is_told_apart() -> None:
     table, times = _kernel_table(80, 2)
     x = overhead_features(table, times)
@@ -78,7 +98,7 @@ def test_the_simplest_form_within_one_standard_error_is_kept() -> None:
     e2e = (1.1 * x["kernel_ms"] + 2.0 + 0.006 * x["n_kernels"]).to_numpy() * noise
     form, oof, scores = choose(x, e2e, _folds(len(x)))
     best = min(scores, key=lambda f: scores[f]["mean_abs_log_error"])
-    assert best in ("per_kernel", "per_kernel_type") and form == "affine", scores
+    assert best in ("per_kernel", "floor", "per_kernel_type") and form == "affine", scores
     errors = np.abs(oof - np.log(e2e))
     gap = scores["affine"]["mean_abs_log_error"] - scores[best]["mean_abs_log_error"]
     assert 0 < gap <= errors.std() / np.sqrt(len(errors))
