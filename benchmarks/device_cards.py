@@ -138,7 +138,7 @@ def gpu_opwise(
             phone, latency.iloc[train], pd.Series(families, index=models).iloc[train]
         )
         held_out = list(models[test])
-        mapped = captured_ops()
+        mapped = tflite_gpu.on_phone(captured_ops(), phone)
         ours[test] = model.predict(mapped[mapped["model"].isin(held_out)]).loc[held_out, columns].to_numpy()
         rows = tflite_gpu.training_ops(phone, held_out).drop(columns="latency_ms")
         theirs[test] = model.predict(rows).loc[held_out, columns].to_numpy()

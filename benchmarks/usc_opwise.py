@@ -27,12 +27,15 @@ from sklearn.model_selection import GroupKFold
 
 from infercast.api import predict_ops, train_ops
 from infercast.predict import OpWise, regression_metrics
+from infercast.predict.devices.tflite_gpu import on_phone
 from results import append, machine, stamp
 from usc import GPU_DEVICES, e2e_table, family, gpu_op_table
 
 
 def _device_tables(ops: pd.DataFrame, e2e: pd.DataFrame, device: str) -> tuple[pd.DataFrame, pd.Series]:
-    table = ops.drop(columns=[c for c in ops if c.startswith("latency_ms@")])
+    """The device's op table (with the ``algorithm`` its delegate runs each op with) and its
+    end-to-end latencies."""
+    table = on_phone(ops.drop(columns=[c for c in ops if "@" in c]), device)
     return table.assign(latency_ms=ops[f"latency_ms@{device}"]), e2e[f"{device}|gpu|float"]
 
 
@@ -61,6 +64,7 @@ def _through_the_api(
 def _earlier_route(
     table: pd.DataFrame, truth: pd.Series, train: list[str], held: list[str], n: int
 ) -> pd.Series:
+    table = table.drop(columns="algorithm")  # the earlier route knew no algorithms
     model = OpWise(n_estimators=n, overhead="ratio", kernel_learner="xgboost").fit(
         table[table["model"].isin(train)],
         truth.loc[train].rename("latency_ms").rename_axis("model").reset_index(),

@@ -390,8 +390,19 @@ def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
         ops = tflite_gpu.training_ops(name.split("/")[0])
         timed = ops[np.isfinite(ops["latency_ms"]) & (ops["latency_ms"] > 0)]
         assert route.metadata["device"] == name and route.training_["n_models"] == len(networks)
-        assert route.training_["kernel_types"] == timed["op_type"].value_counts().to_dict()
+        kernel_types = timed["op_type"] + timed["algorithm"].map(lambda a: f".{a}" if a else "")
+        assert route.training_["kernel_types"] == kernel_types.value_counts().to_dict()
         assert route.training_["n_groups"] == networks["family"].nunique()
+
+
+def test_the_delegates_winograd_choice_is_the_one_usc_mobiles_kernel_names_record() -> None:
+    from infercast.predict.devices import tflite_gpu
+
+    ops = tflite_gpu.table()
+    for phone in tflite_gpu.PHONES:
+        chosen = tflite_gpu.on_phone(ops[list(tflite_gpu.COLUMNS)], phone)["algorithm"] == tflite_gpu.WINOGRAD
+        assert (chosen.to_numpy() == ops[f"winograd@{phone}"].to_numpy()).all(), phone
+        assert chosen.any() == (phone in tflite_gpu.WINOGRAD_PHONES)
 
 
 def test_a_shipped_gpu_route_is_the_trained_one_zipped(tmp_path, monkeypatch) -> None:

@@ -6,9 +6,10 @@ trained (``ship`` zips it into the package, ``opwise`` loads it).
 
 ``op_rows(folder)`` reads usc-mobile's op file into that table (``build`` ships it as
 ``data/usc_gpu_ops.parquet``); ``graph_ops(graph)`` maps any captured graph onto the same rows,
-so a user's network and the training networks are described alike. Ops the delegate has no row
-for (element-wise ops and activations of their own, reshapes, shuffles) are left out: their cost
-is in the overhead model's per-kernel and constant terms, as in training.
+so a user's network and the training networks are described alike; ``on_phone`` adds the
+algorithm a phone's delegate runs each op with (Winograd 3×3 convolutions, ``winograd``). Ops
+the delegate has no row for (element-wise ops and activations of their own, reshapes, shuffles)
+are left out: their cost is in the overhead model's terms, as in training.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ OP_TYPES = {
     "CONCATENATION": "concat",
 }
 COLUMNS = ("model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes")
+# The delegate's choice of algorithm, read from usc-mobile's kernel names: on these phones every
+# 3×3 stride-1 convolution with at least 16 slices of 4 channels in and out and at least 32 output
+# tiles of 4×4 ran as `convolution_winograd` (170 of the 3,801 convolutions; ``winograd``
+# reproduces every name, a test holds it to the shipped flags), on pixel4 and mi8se (Adreno) none.
+# A Winograd kernel runs about twice the FLOP rate of a direct one (iphonexs: ~1,200–1,600 against
+# ~620 GFLOP/s), so it is a kernel type of its own to the op-wise route.
+WINOGRAD_PHONES = ("s10", "a03s", "iphone7", "iphonexs")
+WINOGRAD = "winograd"
 
 
 def _number(value: object) -> float:
@@ -101,10 +110,24 @@ def _usc_row(model: str, operation: str, feature: dict[str, object]) -> dict[str
     }
 
 
+def winograd(ops: pd.DataFrame) -> np.ndarray:
+    """Which op rows (``COLUMNS``) a delegate that chooses Winograd F(4×4, 3×3) runs with it."""
+    slices_in, slices_out = np.ceil(ops["c_in"] / 4), np.ceil(ops["c_out"] / 4)
+    tiles = np.ceil(ops["h_out"] / 4) * np.ceil(ops["w_out"] / 4)
+    chosen = (ops["op_type"] == "conv") & (ops["kernel_size"] == 3) & (ops["stride"] == 1)
+    return (chosen & (slices_in >= 16) & (slices_out >= 16) & (tiles >= 32)).to_numpy()
+
+
+def on_phone(ops: pd.DataFrame, phone: str) -> pd.DataFrame:
+    """``ops`` (``COLUMNS``) with the ``algorithm`` the phone's delegate runs each op with."""
+    chosen = winograd(ops) if phone in WINOGRAD_PHONES else np.zeros(len(ops), dtype=bool)
+    return ops.assign(algorithm=np.where(chosen, WINOGRAD, ""))
+
+
 def op_rows(folder: str | Path) -> pd.DataFrame:
     """usc-mobile's ``tflite_cnn_ops_gpu.csv`` as an op table (``COLUMNS``, each op its own
     kernel) with ``latency_ms@<phone>`` per phone (µs there, ms here; NaN where the delegate ran
-    no kernel for the op)."""
+    no kernel for the op) and ``winograd@<phone>`` (the delegate ran a Winograd kernel)."""
     raw = pd.read_csv(Path(folder) / "tflite_cnn_ops_gpu.csv")
     table = pd.DataFrame(
         [_usc_row(str(r.model), str(r.operation), ast.literal_eval(str(r.feature))) for r in raw.itertuples()]
@@ -112,7 +135,10 @@ def op_rows(folder: str | Path) -> pd.DataFrame:
     table["kernel"] = np.arange(len(table)).astype(str)
     for phone in PHONES:
         table[f"latency_ms@{phone}"] = pd.to_numeric(raw[f"{phone}|gpu|float"], errors="coerce") / 1e3
-    return table[[*COLUMNS, *(f"latency_ms@{p}" for p in PHONES)]]
+        table[f"winograd@{phone}"] = (
+            raw[f"{phone}|gpu|kernel"].fillna("").str.startswith("convolution_winograd")
+        )
+    return table[[*COLUMNS, *(f"{c}@{p}" for p in PHONES for c in ("latency_ms", "winograd"))]]
 
 
 def graph_ops(graph: Graph, model: str) -> pd.DataFrame:
@@ -167,11 +193,12 @@ def table() -> pd.DataFrame:
 
 
 def training_ops(phone: str, models: list[str] | None = None) -> pd.DataFrame:
-    """The op rows of one phone (``latency_ms``), of ``models`` only when given."""
+    """The op rows of one phone (``latency_ms``, the ``algorithm`` of ``on_phone``), of ``models``
+    only when given."""
     ops = table()
     if models is not None:
         ops = ops[ops["model"].isin(models)]
-    return ops[list(COLUMNS)].assign(latency_ms=ops[f"latency_ms@{phone}"].to_numpy())
+    return on_phone(ops[list(COLUMNS)], phone).assign(latency_ms=ops[f"latency_ms@{phone}"].to_numpy())
 
 
 # 400 boosting rounds per kernel type (2.1–2.5 MB zipped per phone; the routes ship trained, so their

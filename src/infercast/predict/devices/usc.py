@@ -116,8 +116,9 @@ class UscDevice:
         out["route"] = ROUTE
         if self.opwise is not None:
             out["model_level_ms"] = out["latency_ms"]
-            ops = pd.concat(
-                [tflite_gpu.graph_ops(g, str(i)) for i, g in enumerate(graphs)], ignore_index=True
+            ops = tflite_gpu.on_phone(
+                pd.concat([tflite_gpu.graph_ops(g, str(i)) for i, g in enumerate(graphs)], ignore_index=True),
+                self.info.name.split("/")[0],
             )
             if len(ops):
                 by_ops = self.opwise.predict(ops)
