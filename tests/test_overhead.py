@@ -334,6 +334,9 @@ def test_an_algorithm_the_op_table_names_is_a_kernel_type_of_its_own(tmp_path) -
         errors.mean(),
         blind_errors.mean(),
     )
+    # a predictor that never saw the algorithm prices its kernels as the op type's default ones
+    told = blind_model.predict(single.drop(columns="latency_ms"))["kernel_sum_ms"]
+    pd.testing.assert_series_equal(told, blind)
 
     model.save(tmp_path / "ow")
     assert (tmp_path / "ow" / "kernel.conv.winograd.xgb.json").is_file()

@@ -176,6 +176,9 @@ class OpWise(Described):
         log_work = self._log_work(table)
         out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)))
         types = _kernel_types(table)
+        # an algorithm this predictor has no regressor for is priced as its op type's default one
+        # (its rate, not the pooled model's latency: a predictor trained before the column, say)
+        types = types.where(types.isin(list(models)), table["op_type"].astype(str))
         for kernel_type, model in models.items():
             rows = (types == kernel_type).to_numpy()
             if kernel_type != _POOLED and rows.any():
