@@ -371,6 +371,24 @@ def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
     assert ops["kernel"].is_unique
 
 
+def test_a_phone_that_runs_winograd_kernels_prices_a_users_convolution_as_one() -> None:
+    """A 3×3 convolution of 64 channels at 56² is a Winograd kernel on the a03s GPU: the device
+    predicts it with that kernel type, not as the direct convolution it is on pixel4."""
+    from infercast.predict.devices import tflite_gpu
+
+    net = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1))
+    graph = infercast.capture(net.eval(), (1, 64, 56, 56))
+    ops = tflite_gpu.graph_ops(graph, "0")
+    assert (tflite_gpu.on_phone(ops, "a03s")["algorithm"] == tflite_gpu.WINOGRAD).all()
+    assert (tflite_gpu.on_phone(ops, "pixel4")["algorithm"] == "").all()
+    device = usc.load("a03s/gpu")
+    predicted = device.predict_graphs([graph])["latency_ms"].iloc[0]
+    route = tflite_gpu.opwise("a03s/gpu")
+    as_winograd = route.predict(tflite_gpu.on_phone(ops, "a03s"))["latency_ms"].iloc[0]
+    as_direct = route.predict(ops)["latency_ms"].iloc[0]
+    assert predicted == as_winograd and not math.isclose(as_winograd, as_direct, rel_tol=0.02)
+
+
 def test_the_package_with_its_shipped_predictors_stays_under_25_mb() -> None:
     root = Path(infercast.__file__).parent
     files = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
