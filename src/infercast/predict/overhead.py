@@ -21,6 +21,7 @@ small one and no cost is negative. Every form is saved as plain numbers.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -249,20 +250,22 @@ class FloorOverhead(Overhead):
         self.coef = np.zeros(2)
 
     @staticmethod
-    def _floored_sums(x: pd.DataFrame, floor_ms: float) -> np.ndarray:
-        return np.array([np.maximum(t, floor_ms).sum() for t in x["kernel_times_ms"]], dtype=np.float64)
+    def _floored(x: pd.DataFrame) -> Callable[[float], np.ndarray]:
+        """Per model, Σ_k max(t_k, d) as a function of d."""
+        times = list(x["kernel_times_ms"])
+        every = np.concatenate([*times, np.empty(0)])
+        owner = np.repeat(np.arange(len(times)), [len(t) for t in times])
+        return lambda floor_ms: np.bincount(owner, weights=np.maximum(every, floor_ms), minlength=len(times))
 
     def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> FloorOverhead:
         e2e_ms = np.asarray(e2e_ms, dtype=np.float64)
-        times = list(x["kernel_times_ms"])
-        every = np.concatenate(times)
-        owner = np.repeat(np.arange(len(times)), [len(t) for t in times])
-        low, high = np.quantile(every, _FLOOR_QUANTILES)
+        floored = self._floored(x)
+        low, high = np.quantile(np.concatenate(list(x["kernel_times_ms"])), _FLOOR_QUANTILES)
         candidates = np.r_[0.0, np.geomspace(max(low, 1e-9), max(high, 2e-9), _FLOOR_CANDIDATES)]
         smallest = np.inf
         for floor_ms in candidates:
-            floored = np.bincount(owner, weights=np.maximum(every, floor_ms), minlength=len(times))
-            coef, error = _relative_nnls(np.column_stack([floored, np.ones(len(times))]), e2e_ms)
+            matrix = np.column_stack([floored(floor_ms), np.ones(len(e2e_ms))])
+            coef, error = _relative_nnls(matrix, e2e_ms)
             if error < smallest:
                 smallest, self.floor_ms, self.coef = error, float(floor_ms), coef
         if not (self.coef > 0).any():
@@ -272,7 +275,7 @@ class FloorOverhead(Overhead):
         return self
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
-        total = self.coef[0] * self._floored_sums(x, self.floor_ms) + self.coef[1]
+        total = self.coef[0] * self._floored(x)(self.floor_ms) + self.coef[1]
         return np.log(np.clip(total, 1e-9, None))
 
     def costs(self) -> dict[str, float]:
