@@ -341,3 +341,44 @@ def test_an_algorithm_the_op_table_names_is_a_kernel_type_of_its_own(tmp_path) -
     model.save(tmp_path / "ow")
     assert (tmp_path / "ow" / "kernel.conv.winograd.xgb.json").is_file()
     pd.testing.assert_frame_equal(model.predict(single), OpWise.load(tmp_path / "ow").predict(single))
+
+
+def test_an_algorithm_too_rare_for_a_regressor_is_priced_by_a_factor_on_its_op_type(tmp_path) -> None:
+    # 900 convolutions at 20 GFLOP/s, and a kernel campaign's few at 4 GFLOP/s in another layout
+    ops, e2e = _two_rate_tables(30, 30, 21)
+    ops = ops.assign(algorithm="", latency_ms=ops["flops"] / 20e6)
+    e2e = (
+        ops.groupby("model", as_index=False)["latency_ms"]
+        .sum()
+        .assign(latency_ms=lambda t: t["latency_ms"] + 0.4)
+    )
+    rng = np.random.default_rng(22)
+    slow = pd.DataFrame([conv_kernel_row(f"plain{i}", "k0", rng) for i in range(12)])
+    slow = slow.assign(algorithm="nchw", latency_ms=slow["flops"] / 4e6)
+    campaign, held = slow.iloc[:6], slow.iloc[6:]
+
+    model = OpWise(n_estimators=60, kernel_learner="xgboost", overhead="affine").fit(
+        ops, e2e, kernel_ops=campaign
+    )
+    assert "conv.nchw" not in model.training_["own_models"]
+    assert model.training_["algorithm_factors"]["conv.nchw"] == pytest.approx(5.0, rel=0.15)
+    priced = model.predict(held.drop(columns="latency_ms"))["kernel_sum_ms"]
+    truth = held.set_index("model")["latency_ms"].loc[priced.index]
+    assert np.abs(np.log(priced / truth)).max() < 0.15
+    as_default = model.predict(held.drop(columns="latency_ms").assign(algorithm=""))["kernel_sum_ms"]
+    assert (priced / as_default).to_numpy() == pytest.approx(
+        model.training_["algorithm_factors"]["conv.nchw"]
+    )
+
+    # two kernels teach no factor: priced as the op type's default ones, as before the column
+    few = OpWise(n_estimators=60, kernel_learner="xgboost", overhead="affine").fit(
+        ops, e2e, kernel_ops=campaign.head(2)
+    )
+    assert "conv.nchw" not in few.training_["algorithm_factors"]
+    told = few.predict(held.drop(columns="latency_ms"))["kernel_sum_ms"]
+    pd.testing.assert_series_equal(
+        told, few.predict(held.drop(columns="latency_ms").assign(algorithm=""))["kernel_sum_ms"]
+    )
+
+    model.save(tmp_path / "ow")
+    pd.testing.assert_frame_equal(model.predict(held), OpWise.load(tmp_path / "ow").predict(held))

@@ -588,3 +588,109 @@ def test_fusion_rules_match_what_onnx_runtime_fuses(level: str) -> None:
     assert result["agreement"] == 1.0 and not result["extra"], (result["missing"], result["extra"])
     if level == "all":  # the residual Add and its ReLU ran inside the convolution
         assert any(sorted(r["fused_ops"]) == ["Add", "Conv", "Relu"] for r in rows)
+
+
+def _optimiser_blocks(c_in: int, c_out: int, groups: int) -> bool:
+    """Whether ONNX Runtime's optimiser, at level all here, moves this convolution into NCHWc."""
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from infercast.measure.backends.ort_cpu import NCHWC_DOMAIN
+
+    weights = numpy_helper.from_array(np.zeros((c_out, c_in // groups, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=groups, pads=[1, 1, 1, 1])],
+        "probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, 8, 8])],
+        [weights],
+    )
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    with tempfile.TemporaryDirectory() as folder:
+        options.optimized_model_filepath = f"{folder}/optimized.onnx"
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return any(n.domain == NCHWC_DOMAIN for n in onnx.load(options.optimized_model_filepath).graph.node)
+
+
+def test_the_blocked_layout_rule_is_what_onnx_runtimes_optimiser_does() -> None:
+    from infercast.measure.backends.ort_cpu import nchwc_block
+    from infercast.predict.fusion import ort_blocks
+
+    block = nchwc_block()
+    if block == 0:
+        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU")
+    shapes = [(c, 32, 1) for c in (3, 12, 17, 24, 33, 34, 36, 58, 100)]
+    shapes += [(c, c, c) for c in (8, 10, 24, 30, 40, 58, 120)]
+    shapes += [(w * g, w * g, g) for w in (4, 8, 12, 16, 24, 32) for g in (2, 4)]
+    rule = [ort_blocks(*shape, block) for shape in shapes]
+    assert rule == [_optimiser_blocks(*shape) for shape in shapes]
+    assert any(rule) and not all(rule)
+
+
+class _LayoutProbe(torch.nn.Module):
+    """Convolutions ONNX Runtime runs blocked and plain on one CPU: grouped 4- and 32-wide,
+    depthwise over 58 and 64 channels, ungrouped from 58 and 64 channels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.narrow_groups = torch.nn.Conv2d(64, 64, 3, padding=1, groups=16)
+        self.wide_groups = torch.nn.Conv2d(64, 64, 3, padding=1, groups=2)
+        self.odd = torch.nn.Conv2d(64, 58, 1)
+        self.odd_depthwise = torch.nn.Conv2d(58, 58, 3, padding=1, groups=58)
+        self.from_odd = torch.nn.Conv2d(58, 64, 1)
+        self.depthwise = torch.nn.Conv2d(64, 64, 3, padding=1, groups=64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.wide_groups(torch.relu(self.narrow_groups(x))))
+        x = torch.relu(self.from_odd(torch.relu(self.odd_depthwise(self.odd(x)))))
+        return self.depthwise(x)
+
+
+def test_the_rules_name_the_layout_each_convolution_ran_in() -> None:
+    from infercast.graph import capture
+    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measure.ops import profile_ort
+    from infercast.models import load_model
+    from infercast.predict.fusion import kernel_table, rules_for
+
+    backend = OrtCpuBackend(opt_level="all")
+    machine = backend.machine_facts()
+    if not machine.get("nchwc_block"):
+        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU")
+    loaded = load_model(_LayoutProbe().eval(), (1, 64, 16, 16))
+    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
+    rows = profile_ort(
+        onnx_bytes(loaded), backend.session_options(), backend.providers, feed, 2, blocked=True
+    )
+    predicted = kernel_table(
+        capture(loaded.module, loaded.input_shape), rules_for("ort-cpu", backend.settings, machine)
+    )
+
+    def convolutions(table: pd.DataFrame) -> list[tuple]:
+        table = table[table["op_type"].isin(["conv", "dwconv", "gconv"])]
+        algorithm = table["algorithm"] if "algorithm" in table else pd.Series("", index=table.index)
+        return sorted(
+            zip(
+                table["c_in"].astype(int),
+                table["c_out"].astype(int),
+                table["groups"].astype(int),
+                algorithm.fillna(""),
+                strict=True,
+            )
+        )
+
+    profiled = convolutions(pd.DataFrame(rows))
+    assert profiled == convolutions(predicted)
+    assert {algorithm for *_, algorithm in profiled} == {"", "nchw"}  # both layouts ran
+    # without the machine's block the rules name no layout: one algorithm, as before
+    assert set(
+        kernel_table(capture(loaded.module, loaded.input_shape), rules_for("ort-cpu", backend.settings))[
+            "algorithm"
+        ]
+    ) == {""}

@@ -24,7 +24,7 @@ from infercast.graph.ops import is_alias, kind_of
 from infercast.predict.data import feature_frame
 from infercast.predict.errors import PredictorError
 from infercast.predict.fusion import shape_arithmetic
-from infercast.predict.optable import SHAPE_COLUMNS
+from infercast.predict.optable import ALGORITHM, SHAPE_COLUMNS
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 
@@ -147,7 +147,7 @@ def store_tables(
     Each stored op row is one executed kernel; rows that computed nothing of the original graph
     (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
     string. With no op profiles on the platform the op table is empty."""
-    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"]
+    columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", ALGORITHM, "latency_ms"]
     measured = store.measurements(platform_id)
     measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
     e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]}).reset_index(

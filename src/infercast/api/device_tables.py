@@ -153,6 +153,8 @@ def host_tables(
         "backend": platform["backend"],
         "settings": platform["settings"],
         "onnxruntime": fingerprint.get("libraries", {}).get("onnxruntime", "unknown"),
+        # which convolutions ran in the blocked layout there: a user's graph is laid out alike
+        "nchwc_block": int(fingerprint.get("nchwc_block") or 0),
         "source": f"infercast's own profiles on that host ({latency_stat}): {len(configs)} design-space "
         f"configs ({', '.join(sorted(set(configs['space'])))}), "
         f"{len(kernel_networks)} kernel networks",

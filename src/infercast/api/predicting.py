@@ -194,7 +194,7 @@ def predict_models(
     predicted = blend.predict(x)
     routes = {"blend": predicted} if "latency" in blend.stages_ else {}
     if opwise is not None:
-        routes["op-wise"] = opwise.predict_graphs(graphs, platform.backend, settings)
+        routes["op-wise"] = opwise.predict_graphs(graphs, platform.backend, settings, platform.fingerprint)
         if combined is not None:
             estimate = np.log(routes["op-wise"]["latency_ms"].to_numpy())
             both = combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate}))

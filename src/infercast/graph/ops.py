@@ -27,6 +27,9 @@ Shape = tuple[int, ...]
 
 CONV_KINDS = frozenset({"conv", "dwconv", "gconv", "deconv"})
 MATMUL_KINDS = frozenset({"linear", "matmul"})
+# the algorithm an op table names for a convolution ONNX Runtime ran in its plain NCHW layout on a
+# CPU where it runs the others in its blocked NCHWc one: several times slower per FLOP there
+PLAIN_LAYOUT = "nchw"
 ACTIVATION_KINDS = frozenset(
     {
         "relu",

@@ -52,7 +52,9 @@ __all__ = [
 
 
 def platform_of(backend: Backend) -> Platform:
-    return Platform(backend.name, backend.settings, fingerprint(backend.device))
+    return Platform(
+        backend.name, backend.settings, {**fingerprint(backend.device), **backend.machine_facts()}
+    )
 
 
 def energy_sensor(backend: Backend, energy: bool) -> Any:

@@ -21,14 +21,22 @@ import onnx
 
 from infercast.graph import op_group
 from infercast.graph.onnx_capture import capture_onnx
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS, PLAIN_LAYOUT
+from infercast.measure.backends.ort_cpu import NCHWC_DOMAIN
 
 _LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
 
 
 def profile_ort(
-    model_bytes: bytes, options: Any, providers: list[str], feed: dict[str, Any], runs: int
+    model_bytes: bytes,
+    options: Any,
+    providers: list[str],
+    feed: dict[str, Any],
+    runs: int,
+    blocked: bool = False,
 ) -> list[dict]:
+    """Kernel rows of one profiled model; ``blocked``: ONNX Runtime runs convolutions in its
+    blocked NCHWc layout here, so those it does not are named ``PLAIN_LAYOUT``."""
     import onnxruntime as ort
 
     original = onnx.ModelProto.FromString(model_bytes)
@@ -46,7 +54,7 @@ def profile_ort(
         if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
             durations[event["name"].removesuffix("_kernel_time")].append(event["dur"] / 1000)
     shape = tuple(int(d) for d in next(iter(feed.values())).shape)
-    return kernel_rows(original, optimized, durations, shape)
+    return kernel_rows(original, optimized, durations, shape, blocked)
 
 
 def kernel_rows(
@@ -54,6 +62,7 @@ def kernel_rows(
     optimized: onnx.ModelProto,
     durations: dict[str, list[float]],
     input_shape: tuple[int, ...],
+    blocked: bool = False,
 ) -> list[dict[str, Any]]:
     captured = capture_onnx(original, input_shape)
     by_output = {t: node for node in captured.nodes for t in node.outputs}
@@ -84,6 +93,8 @@ def kernel_rows(
         }
         if main is not None:
             row.update(_shape_features(main))
+            if blocked and main.kind in CONV_KINDS and node.domain != NCHWC_DOMAIN:
+                row["algorithm"] = PLAIN_LAYOUT
         rows.append(row)
     return rows
 

@@ -13,6 +13,10 @@ ONNX Runtime (CPU provider), by optimisation level (onnxruntime/core/optimizer):
   produces one of its inputs (when that convolution feeds nothing else), then the activation after
   the ``Add``; it runs a BatchNormalization that no convolution absorbed as a 1×1 convolution,
   with the activation after it; and ``x · sigmoid(x)`` runs as one kernel (QuickGelu fusion).
+  On a CPU with a vector block (the platform fingerprint's ``nchwc_block``: 16 with AVX-512, 8
+  with AVX2) it runs convolutions in the blocked NCHWc layout, except those ``ort_blocks`` rejects,
+  which run in plain NCHW (``algorithm`` ``nchw``; on this project's AVX-512 VM 5× slower per
+  FLOP for grouped convolutions, 8× for depthwise ones, profiled in real networks).
 PyTorch eager (``torch-cpu``, ``torch-cuda``) fuses nothing: one kernel per op.
 """
 
@@ -20,14 +24,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from infercast.graph import Graph, op_group
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, is_alias, kind_of
-from infercast.predict.optable import REQUIRED_OP_COLUMNS, SHAPE_COLUMNS
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, PLAIN_LAYOUT, is_alias, kind_of
+from infercast.predict.optable import ALGORITHM, REQUIRED_OP_COLUMNS, SHAPE_COLUMNS
 
 _CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
 
@@ -38,6 +42,8 @@ class FusionRules:
     conv_activation: frozenset[str] = frozenset()
     conv_add: bool = False
     bn_activation: bool = False
+    # ONNX Runtime's NCHWc channel block on the machine; 0: no blocked layout, one algorithm
+    nchwc_block: int = 0
 
 
 _ORT = {
@@ -51,34 +57,53 @@ _ORT = {
 TFLITE = FusionRules(fold_bn=True, conv_activation=_CONV_ACTIVATIONS, conv_add=True)
 
 
-def _ort_rules(settings: dict[str, Any]) -> FusionRules:
+def _ort_rules(settings: dict[str, Any], machine: dict[str, Any]) -> FusionRules:
     level = settings.get("opt_level", "all")
     if level not in _ORT:
         raise ValueError(f"opt_level={level!r}: ONNX Runtime levels are {', '.join(_ORT)}")
+    if level == "all" and settings.get("device", "cpu") == "cpu":
+        return replace(_ORT[level], nchwc_block=int(machine.get("nchwc_block") or 0))
     return _ORT[level]
 
 
-# backend-name prefix → its rules from the platform settings; a new backend family is one line here
-RULES_BY_BACKEND: dict[str, Callable[[dict[str, Any]], FusionRules]] = {
+# backend-name prefix → its rules from the platform settings and the machine's fingerprint; a new
+# backend family is one line here
+RULES_BY_BACKEND: dict[str, Callable[[dict[str, Any], dict[str, Any]], FusionRules]] = {
     "ort-": _ort_rules,
-    "torch-": lambda settings: FusionRules(),  # eager PyTorch runs every op as its own kernel
+    "torch-": lambda settings, machine: FusionRules(),  # eager PyTorch runs every op as its own kernel
     # the TFLite converter folds BatchNorm and activations into convolutions; its GPU delegate
     # links a residual add into the kernel before it (usc-mobile's kernel names: `_linked_:_add`)
-    "tflite-": lambda settings: TFLITE,
+    "tflite-": lambda settings, machine: TFLITE,
 }
 
 
-def rules_for(backend: str, settings: dict[str, Any] | None = None) -> FusionRules:
-    """The kernels ``backend`` (with its ``settings``) makes of a graph's ops."""
+def rules_for(
+    backend: str, settings: dict[str, Any] | None = None, machine: dict[str, Any] | None = None
+) -> FusionRules:
+    """The kernels ``backend`` (with its ``settings``, on the ``machine`` of a platform
+    fingerprint) makes of a graph's ops."""
     for prefix, rules in RULES_BY_BACKEND.items():
         if backend.startswith(prefix):
-            return rules(settings or {})
+            return rules(settings or {}, machine or {})
     known = ", ".join(f"{p}*" for p in RULES_BY_BACKEND)
     raise ValueError(f"no fusion rules for backend {backend!r} (known: {known})")
 
 
 # the op table's columns (docs/formats.md), as a captured graph's kernels fill them
-KERNEL_TABLE_COLUMNS = (*REQUIRED_OP_COLUMNS, "kernel", *SHAPE_COLUMNS, "bytes")
+KERNEL_TABLE_COLUMNS = (*REQUIRED_OP_COLUMNS, "kernel", *SHAPE_COLUMNS, "bytes", ALGORITHM)
+
+
+def ort_blocks(c_in: int, c_out: int, groups: int, block: int) -> bool:
+    """Whether ONNX Runtime runs a convolution in its blocked NCHWc layout on a CPU of channel
+    ``block`` (its optimiser, onnxruntime/core/optimizer/nchwc_transformer.cc, as ORT 1.32 runs
+    it; a test asks the optimiser): channel counts a multiple of 4 are padded to whole blocks (an
+    ungrouped convolution with fewer input channels than a block reads plain input), but a grouped
+    one needs every group's input and output channels to fill whole blocks."""
+    if groups == 1:
+        return c_in < block or c_in % 4 == 0
+    if c_in == groups and c_out == groups:  # depthwise
+        return c_out % 4 == 0
+    return c_out % 4 == 0 and (c_in // groups) % block == 0 and (c_out // groups) % block == 0
 
 
 def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFrame:
@@ -148,6 +173,16 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
         out = node.output_shapes[0] if node.output_shapes else ()
         kernel = node.attrs.get("kernel")
         stride = node.attrs.get("stride")
+        groups = node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None)
+        # a transposed convolution has no blocked kernel
+        plain = (
+            rules.nchwc_block > 0
+            and node.kind in CONV_KINDS
+            and (
+                node.kind == "deconv"
+                or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
+            )
+        )
         rows.append(
             {
                 "model": model or graph.name,
@@ -161,9 +196,10 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
                 "c_out": out[-1] if node.kind in MATMUL_KINDS and out else _dim(out, 1),
                 "kernel_size": kernel[0] if kernel else None,
                 "stride": stride[0] if stride else None,
-                "groups": node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None),
+                "groups": groups,
                 "flops": node.flops,
                 "bytes": node.bytes_read + node.bytes_written,
+                ALGORITHM: PLAIN_LAYOUT if plain else "",
             }
         )
     # a graph of data movement alone (a split, a reshape) runs no kernel: still the same columns

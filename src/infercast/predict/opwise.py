@@ -56,6 +56,8 @@ _KERNEL_INPUTS = (
 # what predictors saved before the channel-slice columns learned from
 _KERNEL_INPUTS_BEFORE_SLICES = _KERNEL_INPUTS[:-4]
 _POOLED = "pooled"
+# the fewest kernels of an algorithm that price it by a factor on its op type's estimate
+_MIN_FACTOR_ROWS = 3
 MIN_MODELS = 3
 # a model outside the training range of these is flagged ood (the overhead features it is kept for)
 _MODEL_RANGE_COLUMNS = ("log_n_kernels", "log_flops")
@@ -113,7 +115,7 @@ class OpWise(Described):
                 raise PredictorError(f"{name}={getattr(self, name)!r} must be at least 1")
         if n_folds < 2:
             raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
-        self.models_: dict[str, Learner] = {}
+        self.models_: dict[str, Learner | float] = {}
         self.kernel_inputs_ = _KERNEL_INPUTS
         self.kernel_target_ = _RATE
         self.overhead_: Overhead | None = None  # learned: set by fit or load
@@ -134,19 +136,38 @@ class OpWise(Described):
             )
         return np.column_stack(columns)
 
-    def _fit_kernels(self, table: pd.DataFrame, learners: dict[str, str]) -> dict[str, Learner]:
+    def _fit_kernels(self, table: pd.DataFrame, learners: dict[str, str]) -> dict[str, Learner | float]:
         """One regressor of log latency per kernel type with ``min_rows`` rows, and a pooled one
-        for the rest; ``learners`` names the learner of each (``_POOLED`` included)."""
+        for the rest; ``learners`` names the learner of each (``_POOLED`` included). An algorithm
+        with fewer rows but ``_MIN_FACTOR_ROWS`` gets a factor on its op type's estimate instead
+        (its log, a float): its rows are kept out of the pooled regressor, which prices them as
+        their op type, and the factor is their median ratio to that price. A campaign samples
+        few kernels of a backend's slow path (ONNX Runtime's plain-layout convolutions here: 3–8
+        of 283), too few for a regressor but enough for how much slower they run."""
         log_latency = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
         rate = log_latency - self._log_work(table)
-        models: dict[str, Learner] = {}
+        models: dict[str, Learner | float] = {}
         types = _kernel_types(table)
-        for kernel_type in self._own_types(table):
+        own = self._own_types(table)
+        for kernel_type in own:
             rows = (types == kernel_type).to_numpy()
             models[kernel_type] = self._learner(learners[kernel_type]).fit(
                 self._kernel_matrix(table[rows], False), rate[rows]
             )
-        models[_POOLED] = self._learner(learners[_POOLED]).fit(self._kernel_matrix(table, True), log_latency)
+        counts = types.value_counts()
+        scaled = [
+            str(t)
+            for t, n in counts.items()
+            if t not in own and str(t) != str(t).split(".")[0] and n >= _MIN_FACTOR_ROWS
+        ]
+        pooled_rows = ~types.isin(scaled).to_numpy()
+        models[_POOLED] = self._learner(learners[_POOLED]).fit(
+            self._kernel_matrix(table[pooled_rows], True), log_latency[pooled_rows]
+        )
+        for kernel_type in sorted(scaled):
+            rows = (types == kernel_type).to_numpy()
+            base = self._predict_kernels(table[rows], models)
+            models[kernel_type] = float(np.median(log_latency[rows] - np.log(base)))
         return models
 
     def _log_work(self, table: pd.DataFrame) -> np.ndarray:
@@ -172,18 +193,21 @@ class OpWise(Described):
             )
         return LEARNERS[name](n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs)
 
-    def _predict_kernels(self, table: pd.DataFrame, models: dict[str, Learner]) -> np.ndarray:
+    def _predict_kernels(self, table: pd.DataFrame, models: dict[str, Learner | float]) -> np.ndarray:
         log_work = self._log_work(table)
         out = np.exp(models[_POOLED].predict(self._kernel_matrix(table, True)))
         types = _kernel_types(table)
+        regressors = {t: m for t, m in models.items() if not isinstance(m, float)}
         # an algorithm this predictor has no regressor for is priced as its op type's default one
-        # (its rate, not the pooled model's latency: a predictor trained before the column, say)
-        types = types.where(types.isin(list(models)), table["op_type"].astype(str))
-        for kernel_type, model in models.items():
-            rows = (types == kernel_type).to_numpy()
+        # (its rate, not the pooled model's latency: a predictor trained before the column, say),
+        # times the algorithm's factor where it learned one
+        priced_as = types.where(types.isin(list(regressors)), table["op_type"].astype(str))
+        for kernel_type, model in regressors.items():
+            rows = (priced_as == kernel_type).to_numpy()
             if kernel_type != _POOLED and rows.any():
                 out[rows] = np.exp(model.predict(self._kernel_matrix(table[rows], False)) + log_work[rows])
-        return out
+        factors = {t: f for t, f in models.items() if isinstance(f, float)}
+        return out * np.exp(types.map(factors).fillna(0.0).to_numpy(dtype=np.float64))
 
     @staticmethod
     def _groups(models: list[str], groups: pd.Series | None) -> pd.Series:
@@ -328,7 +352,12 @@ class OpWise(Described):
             "n_kernels": len(table),
             "n_kernel_campaign_rows": len(extra),
             "kernel_types": {str(k): int(v) for k, v in _kernel_types(every_kernel).value_counts().items()},
-            "own_models": sorted(k for k in self.models_ if k != _POOLED),
+            "own_models": sorted(
+                k for k, m in self.models_.items() if k != _POOLED and not isinstance(m, float)
+            ),
+            "algorithm_factors": {
+                k: float(np.exp(m)) for k, m in self.models_.items() if isinstance(m, float)
+            },
             "kernel_learners": choice,
             "kernel_cv_mean_abs_log_error": kernel_scores,
             "overhead_ratio_p10_p90": [
@@ -367,10 +396,17 @@ class OpWise(Described):
         out.index.name = "model"
         return out
 
-    def predict_graphs(self, graphs: list[Graph], backend: str, settings: dict[str, Any]) -> pd.DataFrame:
+    def predict_graphs(
+        self,
+        graphs: list[Graph],
+        backend: str,
+        settings: dict[str, Any],
+        machine: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
         """``predict`` on captured graphs, one row per graph in their order: each graph's kernels
-        as ``backend`` with ``settings`` fuses them (``fusion.rules_for``)."""
-        rules = rules_for(backend, settings)
+        as ``backend`` with ``settings`` fuses them on ``machine`` (a platform fingerprint), and
+        the algorithm each convolution runs with there (``fusion.rules_for``)."""
+        rules = rules_for(backend, settings, machine)
         ids = [str(i) for i in range(len(graphs))]
         tables = [kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)]
         return self.predict(pd.concat(tables, ignore_index=True)).loc[ids].reset_index(drop=True)
@@ -424,6 +460,8 @@ class OpWise(Described):
         folder.mkdir(parents=True, exist_ok=True)
         files = {}
         for op_type, model in self.models_.items():
+            if isinstance(model, float):
+                continue
             name = f"kernel.{op_type}{model.suffix}"
             model.save(folder / name)
             files[op_type] = name
@@ -439,6 +477,7 @@ class OpWise(Described):
                 "kernel_learner": self.kernel_learner,
             },
             "kernel_models": files,
+            "algorithm_log_factors": {t: m for t, m in self.models_.items() if isinstance(m, float)},
             "kernel_inputs": list(self.kernel_inputs_),
             "kernel_target": self.kernel_target_,
             "overhead": self.overhead_.to_dict(),
@@ -469,6 +508,7 @@ class OpWise(Described):
         opwise.models_ = {
             t: _learner_of(f).load(inside_folder(folder, f)) for t, f in saved["kernel_models"].items()
         }
+        opwise.models_.update({t: float(f) for t, f in (saved.get("algorithm_log_factors") or {}).items()})
         if _POOLED not in opwise.models_:
             raise PredictorError(f"{folder}: meta.json lists no pooled kernel model")
         opwise.kernel_target_ = saved.get("kernel_target", _LATENCY)
@@ -489,6 +529,7 @@ class OpWise(Described):
 _BODY_KEYS = {
     "params",
     "kernel_models",
+    "algorithm_log_factors",
     "kernel_inputs",
     "kernel_target",
     "overhead",

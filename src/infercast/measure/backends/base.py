@@ -92,6 +92,11 @@ class Backend(ABC):
         """None where the backend can run here, else why not."""
         return None
 
+    def machine_facts(self) -> dict[str, Any]:
+        """What this machine decides about the backend's kernels beyond its CPU model and library
+        versions (kept in the platform's fingerprint, for the op-wise route's fusion rules)."""
+        return {}
+
     def prepare(self, model: LoadedModel) -> Any:
         """What ``open`` needs (an ONNX file's bytes, a module); the default: the model itself."""
         return model

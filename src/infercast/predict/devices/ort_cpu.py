@@ -180,13 +180,15 @@ class OrtCpuDevice:
         self.info = _info(name)
         self.settings: dict[str, Any] = hosts()[name]["settings"]
         self.backend: str = hosts()[name]["backend"]
+        # hosts shipped before op rows named the layout carry no block: one algorithm, as trained
+        self.machine = {"nchwc_block": int(hosts()[name].get("nchwc_block", 0))}
         self.routes = load_packed(routes_archive(name), Routes.load)
         self.physical = physical(name)
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = feature_frame([features(g) for g in graphs], self.settings)
         blend = self.routes.blend.predict(x).reset_index(drop=True)
-        opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings)
+        opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings, self.machine)
         by_work = self.physical.predict(device_feature_frame(graphs))
         mean = geometric_mean(blend, opwise, by_work.reset_index(drop=True))
         return mean.assign(
