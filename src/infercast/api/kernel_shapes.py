@@ -35,6 +35,11 @@ MODELS = (
     "torchvision:efficientnet_b0",
     "torchvision:regnet_x_400mf",
     "torchvision:regnet_y_800mf",
+    # groups 8 and 24 channels wide, and ShuffleNet halves of 122: convolutions ONNX Runtime's
+    # blocked layout rejects (16-channel blocks on AVX-512), so the campaign learns that path too
+    "torchvision:regnet_y_400mf",
+    "torchvision:regnet_x_1_6gf",
+    "torchvision:shufflenet_v2_x2_0",
     "torchvision:vgg11_bn",
     "torchvision:googlenet",
 )

@@ -245,14 +245,24 @@ def _jittered(
     columns["act"] = picked["act"].to_numpy(dtype=object)
     columns["batch"] = np.full(n, by_name["batch"].choices[0])
     fixed = pd.DataFrame([canonical(row) for row in pd.DataFrame(columns).to_dict(orient="records")])
-    # channels of a grouped conv or a shuffle: a multiple of the groups, as such CNNs build them
-    for op in ("gconv", "shuffle", "split"):
+    rows = (fixed["op"] == "gconv").to_numpy()
+    if rows.any():
+        groups = fixed.loc[rows, "groups"].to_numpy()
+        for name in ("cin", "cout"):
+            # a group's width keeps the granularity the harvested one had (ResNeXt's 4 and 8,
+            # RegNet's 8, 16, 24 channels): ONNX Runtime's blocked layout takes a grouped
+            # convolution only if each group fills whole blocks (16 channels with AVX-512)
+            step = _granularity(picked.loc[rows, name].to_numpy() / picked.loc[rows, "groups"].to_numpy())
+            width = np.maximum(step, np.round(fixed.loc[rows, name].to_numpy() / groups / step) * step)
+            fixed.loc[rows, name] = (width * groups).astype(np.int64)
+    # channels of a shuffle or split: a multiple of the groups, as such CNNs build them
+    for op in ("shuffle", "split"):
         rows = (fixed["op"] == op).to_numpy()
         if rows.any():
             groups = fixed.loc[rows, "groups"].to_numpy()
             for name in ("cin", "cout"):
                 # a shuffle or split keeps its channels: both counts follow the input's
-                values = fixed.loc[rows, "cin" if op != "gconv" else name].to_numpy()
+                values = fixed.loc[rows, "cin"].to_numpy()
                 fixed.loc[rows, name] = np.maximum(groups, np.round(values / groups) * groups).astype(
                     np.int64
                 )
