@@ -3,7 +3,7 @@ same profiles plus a kernel campaign (``infercast profile --kernels``), scored o
 never trained on (benchmarks/real_networks.txt measured in two campaigns: truth and noise).
 
     .venv/bin/python benchmarks/kernel_campaign.py --db DB \\
-        --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNEL_CAMPAIGN [--kernels …] \\
+        --campaign DESIGN_CAMPAIGN [--campaign …] --kernels KERNELS[+KERNELS…] [--kernels …] \\
         --real-a real-a --real-b real-b
 
 Every predictor (design-space profiles alone, and with each kernel campaign) goes through
@@ -42,7 +42,10 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--campaign", action="append", required=True, help="design-space campaign(s)")
     parser.add_argument(
-        "--kernels", action="append", required=True, help="a kernel campaign (repeat: each trained apart)"
+        "--kernels",
+        action="append",
+        required=True,
+        help="a kernel campaign, or several joined by + (repeat: each trained apart)",
     )
     parser.add_argument("--real-a", required=True)
     parser.add_argument("--real-b", required=True)
@@ -61,7 +64,7 @@ def main() -> None:
     routes: dict[str, np.ndarray] = {}
     summaries = {}
     trainings = {"design-space profiles": args.campaign}
-    trainings.update({f"+ {kernels}": [*args.campaign, kernels] for kernels in args.kernels})
+    trainings.update({f"+ {kernels}": [*args.campaign, *kernels.split("+")] for kernels in args.kernels})
     for label, campaigns in trainings.items():
         folder = Path(tempfile.mkdtemp(prefix="infercast-kernels-"))
         summaries[label] = train(args.db, folder, campaigns=campaigns, seed=args.seed, progress=print)
