@@ -598,7 +598,7 @@ def _optimiser_blocks(c_in: int, c_out: int, groups: int) -> bool:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from infercast.measure.backends.ort_cpu import NCHWC_DOMAIN
+    from infercast.measure.ops import NCHWC_DOMAIN
 
     weights = numpy_helper.from_array(np.zeros((c_out, c_in // groups, 3, 3), np.float32), "w")
     graph = helper.make_graph(

@@ -22,9 +22,10 @@ import onnx
 from infercast.graph import op_group
 from infercast.graph.onnx_capture import capture_onnx
 from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS, PLAIN_LAYOUT
-from infercast.measure.backends.ort_cpu import NCHWC_DOMAIN
 
 _LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
+# the domain of the nodes ONNX Runtime's optimiser moved into its blocked channel layout
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 def profile_ort(

@@ -38,10 +38,6 @@ def onnx_bytes(model: LoadedModel) -> bytes:
         return path.read_bytes()
 
 
-# the domain of the nodes ONNX Runtime's optimiser moved into its blocked channel layout
-NCHWC_DOMAIN = "com.microsoft.nchwc"
-
-
 @cache
 def nchwc_block() -> int:
     """The channel block of ONNX Runtime's NCHWc convolutions on this CPU (MLAS: 16 with AVX-512,
@@ -57,6 +53,8 @@ def _blocks_grouped_conv(width: int, groups: int = 2) -> bool:
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
+
+    from infercast.measure.ops import NCHWC_DOMAIN
 
     channels = width * groups
     weights = numpy_helper.from_array(np.zeros((channels, width, 1, 1), np.float32), "w")
