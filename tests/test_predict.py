@@ -590,36 +590,8 @@ def test_fusion_rules_match_what_onnx_runtime_fuses(level: str) -> None:
         assert any(sorted(r["fused_ops"]) == ["Add", "Conv", "Relu"] for r in rows)
 
 
-def _optimiser_blocks(c_in: int, c_out: int, groups: int) -> bool:
-    """Whether ONNX Runtime's optimiser, at level all here, moves this convolution into NCHWc."""
-    import tempfile
-
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    from infercast.measure.ops import NCHWC_DOMAIN
-
-    weights = numpy_helper.from_array(np.zeros((c_out, c_in // groups, 3, 3), np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], group=groups, pads=[1, 1, 1, 1])],
-        "probe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, 8, 8])],
-        [weights],
-    )
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    with tempfile.TemporaryDirectory() as folder:
-        options.optimized_model_filepath = f"{folder}/optimized.onnx"
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return any(n.domain == NCHWC_DOMAIN for n in onnx.load(options.optimized_model_filepath).graph.node)
-
-
 def test_the_blocked_layout_rule_is_what_onnx_runtimes_optimiser_does() -> None:
-    from infercast.measure.backends.ort_cpu import nchwc_block
+    from infercast.measure.backends.ort_cpu import nchwc_block, optimiser_blocks
     from infercast.predict.fusion import ort_blocks
 
     block = nchwc_block()
@@ -629,7 +601,7 @@ def test_the_blocked_layout_rule_is_what_onnx_runtimes_optimiser_does() -> None:
     shapes += [(c, c, c) for c in (8, 10, 24, 30, 40, 58, 120)]
     shapes += [(w * g, w * g, g) for w in (4, 8, 12, 16, 24, 32) for g in (2, 4)]
     rule = [ort_blocks(*shape, block) for shape in shapes]
-    assert rule == [_optimiser_blocks(*shape) for shape in shapes]
+    assert rule == [optimiser_blocks(*shape) for shape in shapes]
     assert any(rule) and not all(rule)
 
 
