@@ -1,6 +1,7 @@
 """The op-wise route's overhead model: an additive law with known costs is recovered, a
-multiplicative one is told apart by cross-validation, and the op-wise predictor picks the form
-and its kernel learners by cross-validation and saves them as plain numbers."""
+multiplicative one is told apart by cross-validation, a stack weighs the forms by their
+out-of-fold predictions, and the op-wise predictor stacks the forms, picks its kernel learners by
+cross-validation and saves them as plain numbers."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ import pytest
 from infercast.predict import OpWise, PredictorError
 from infercast.predict.overhead import (
     FORMS,
+    STACK,
     AdditiveOverhead,
     FloorOverhead,
     Overhead,
     RatioOverhead,
+    StackedOverhead,
     choose,
+    cv_scores,
+    out_of_fold,
     overhead_features,
 )
 
@@ -106,11 +111,31 @@ def test_the_simplest_form_within_one_standard_error_is_kept() -> None:
     assert scores["factor"]["mean_abs_log_error"] > 2 * scores["affine"]["mean_abs_log_error"], scores
 
 
+def test_the_stack_weighs_the_forms_by_their_out_of_fold_predictions() -> None:
+    table, times = _kernel_table(80, 12)
+    x = overhead_features(table, times)
+    floored = np.array([np.maximum(t, 0.08).sum() for t in x["kernel_times_ms"]])
+    noise = np.exp(np.random.default_rng(13).normal(0, 0.01, len(x)))
+    # one form's law: that form takes the weight
+    assert StackedOverhead().fit(x, (1.1 * floored + 0.5) * noise, _folds(len(x))).weights == {"floor": 1.0}
+    # half a floor law and half a power of the kernel sum (in log): no one form follows it, the
+    # stack does, and it is scored by nested cross-validation (weights learned inside each fold)
+    e2e = np.exp(0.5 * np.log(1.1 * floored + 0.5) + 0.5 * np.log(3.0 * x["kernel_ms"].to_numpy() ** 0.8))
+    stacked = StackedOverhead().fit(x, e2e, _folds(len(x)))
+    assert set(stacked.weights) == {"ratio", "floor"} and sum(stacked.weights.values()) == pytest.approx(1)
+    nested = cv_scores(out_of_fold(STACK, x, e2e, _folds(len(x))), e2e)["mean_abs_log_error"]
+    for form in FORMS:
+        alone = cv_scores(out_of_fold(form, x, e2e, _folds(len(x))), e2e)["mean_abs_log_error"]
+        assert nested < 0.75 * alone, (form, nested, alone)
+    # too few networks to weigh the forms by: the simplest alone
+    assert StackedOverhead().fit(x.head(2), e2e[:2]).weights == {"factor": 1.0}
+
+
 def test_forms_round_trip_as_plain_numbers_and_old_predictors_still_load() -> None:
     table, times = _kernel_table(30, 3)
     x = overhead_features(table, times)
     e2e = (1.2 * x["kernel_ms"] + 0.5).to_numpy()
-    for form in FORMS:
+    for form in (*FORMS, STACK):
         fitted = Overhead.make(form).fit(x, e2e)
         saved = json.loads(json.dumps(fitted.to_dict()))
         np.testing.assert_allclose(Overhead.from_dict(saved).predict(x), fitted.predict(x))
@@ -143,7 +168,11 @@ def test_opwise_picks_the_additive_form_and_its_kernel_learners(tmp_path) -> Non
     test_ops, test_e2e = _additive_op_tables(15, 5)
     model = OpWise(n_estimators=80).fit(ops, e2e)
     training = model.training_
-    assert training["overhead_form"] in ("per_kernel", "per_kernel_type"), training["overhead_cv"]
+    # the default stacks the forms: those with a cost per kernel take nearly all the weight
+    weights = training["overhead_weights"]
+    assert training["overhead_form"] == STACK and sum(weights.values()) == pytest.approx(1)
+    assert weights.get("per_kernel", 0) + weights.get("per_kernel_type", 0) >= 0.8, weights
+    assert set(training["overhead_cv"]) == {*FORMS, STACK}
     assert set(training["kernel_learners"]) == {"conv", "pooled"}
     assert set(training["kernel_cv_mean_abs_log_error"]["conv"]) == {"xgboost", "lightgbm", "extratrees"}
     scores = model.evaluate(test_ops.drop(columns="latency_ms"), test_e2e)
@@ -186,7 +215,7 @@ def test_groups_of_models_are_held_out_whole_and_named_when_missing(tmp_path) ->
 
 
 def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
-    with pytest.raises(PredictorError, match="overhead='cubic' must be 'auto' or one of ratio"):
+    with pytest.raises(PredictorError, match="overhead='cubic' must be 'stack', 'auto' or one of ratio"):
         OpWise(overhead="cubic")
     with pytest.raises(PredictorError, match="kernel_learner='svm' must be 'auto' or one of xgboost"):
         OpWise(kernel_learner="svm")
@@ -233,7 +262,7 @@ def test_train_ops_cli_takes_the_form_and_the_learner(tmp_path) -> None:
     assert training["overhead_form"] == "per_kernel"
     assert set(training["kernel_learners"].values()) == {"extratrees"}
     refused = infercast("train-ops", *tables, "--out", str(tmp_path / "no"), "--overhead", "cubic")
-    assert refused.returncode == 2 and "overhead='cubic' must be 'auto' or one of" in refused.stderr
+    assert refused.returncode == 2 and "overhead='cubic' must be 'stack', 'auto' or one of" in refused.stderr
     assert not (tmp_path / "no").exists()
 
 

@@ -257,7 +257,10 @@ def train_ops(
     test_size: float = typer.Option(0.2, "--test-size", help="share of models held out to score"),
     seed: int = typer.Option(0, "--seed"),
     overhead: str = typer.Option(
-        "auto", "--overhead", help="auto (chosen by cross-validation), ratio, factor, affine, per_kernel, …"
+        "stack",
+        "--overhead",
+        help="stack (the forms weighted by cross-validation), auto (one form chosen by it), ratio, "
+        "factor, affine, per_kernel, per_kernel_type, floor",
     ),
     kernel_learner: str = typer.Option(
         "auto", "--kernel-learner", help="auto (per kernel type), xgboost, lightgbm or extratrees"
@@ -282,7 +285,7 @@ def train_ops(
     console.print(
         f"op-wise predictor written to {summary['predictor']}: {summary['n_train_models']} models, "
         f"{training['n_kernels']} kernels; kernel types {training['kernel_types']}; overhead form "
-        f"{training['overhead_form']}; kernel learners {training['kernel_learners']}"
+        f"{_overhead_form(training)}; kernel learners {training['kernel_learners']}"
     )
     if summary["test_metrics"]:
         console.print(
@@ -290,6 +293,15 @@ def train_ops(
                 f"{summary['n_test_models']} held-out models", {"latency": summary["test_metrics"]}
             )
         )
+
+
+def _overhead_form(training: dict[str, Any]) -> str:
+    """``stack (affine 0.62, floor 0.38)``, or the one form kept."""
+    weights = training.get("overhead_weights", {})
+    if training["overhead_form"] != "stack" or not weights:
+        return str(training["overhead_form"])
+    parts = ", ".join(f"{form} {w:.2f}" for form, w in sorted(weights.items(), key=lambda fw: -fw[1]))
+    return f"stack ({parts})"
 
 
 @app.command("predict-ops")

@@ -39,7 +39,16 @@ from infercast.predict.learners import LEARNERS, ExtraTreesLearner, Learner
 from infercast.predict.metrics import log_r2_score, regression_metrics
 from infercast.predict.ood import OODDetector
 from infercast.predict.optable import ALGORITHM, SHAPE_COLUMNS, e2e_series, kernels
-from infercast.predict.overhead import FORMS, Overhead, choose, out_of_fold, overhead_features
+from infercast.predict.overhead import (
+    FORMS,
+    STACK,
+    Overhead,
+    choose,
+    cv_scores,
+    fitted,
+    out_of_fold,
+    overhead_features,
+)
 
 _KERNEL_INPUTS = (
     *SHAPE_COLUMNS,
@@ -91,7 +100,7 @@ class OpWise(Described):
         interval: float = 0.9,
         seed: int = 0,
         n_jobs: int = 2,
-        overhead: str = "auto",
+        overhead: str = STACK,
         kernel_learner: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
@@ -106,8 +115,10 @@ class OpWise(Described):
             raise PredictorError(
                 f"kernel_learner={kernel_learner!r} must be 'auto' or one of {', '.join(LEARNERS)}"
             )
-        if overhead != "auto" and overhead not in FORMS:
-            raise PredictorError(f"overhead={overhead!r} must be 'auto' or one of {', '.join(FORMS)}")
+        if overhead not in (STACK, "auto", *FORMS):
+            raise PredictorError(
+                f"overhead={overhead!r} must be {STACK!r}, 'auto' or one of {', '.join(FORMS)}"
+            )
         if not 0 < interval < 1:
             raise PredictorError(f"interval={interval!r} must lie strictly between 0 and 1")
         for name in ("n_estimators", "min_rows", "n_jobs"):
@@ -311,16 +322,22 @@ class OpWise(Described):
         choice, oof_kernel, kernel_scores = self._choose_kernel_learners(table, folds, extra)
         features = overhead_features(table, oof_kernel).loc[models]
         model_folds = np.arange(len(models)) % folds
-        forms = FORMS if self.overhead == "auto" else (self.overhead,)
-        if groups is None:
-            form, oof_log, form_scores = choose(features, truth, model_folds, forms)
-        else:
-            group_folds = np.empty(len(models), dtype=np.int64)
+        cv_folds = model_folds
+        if groups is not None:
+            cv_folds = np.empty(len(models), dtype=np.int64)
             splitter = GroupKFold(n_splits=min(self.n_folds, group_of.nunique()))
             for fold, (_, held) in enumerate(splitter.split(models, groups=group_of)):
-                group_folds[held] = fold
-            form, _, form_scores = choose(features, truth, group_folds, forms)
-            oof_log = out_of_fold(form, features, truth, model_folds)
+                cv_folds[held] = fold
+        if self.overhead == STACK:
+            form = STACK
+            form_scores = {f: cv_scores(out_of_fold(f, features, truth, cv_folds), truth) for f in FORMS}
+            form_scores[STACK] = cv_scores(out_of_fold(STACK, features, truth, cv_folds), truth)
+        else:
+            forms = FORMS if self.overhead == "auto" else (self.overhead,)
+            form, _, form_scores = choose(features, truth, cv_folds, forms)
+        # the interval's residuals: each model predicted by a fit without it (by model, as the
+        # kernel times the overhead learns from)
+        oof_log = out_of_fold(form, features, truth, model_folds)
         mix = features[_MIX_COLUMNS].to_numpy(dtype=np.float64)
         difficulty = np.zeros(len(models))
         for fold in range(folds):
@@ -329,7 +346,7 @@ class OpWise(Described):
         self.calibration_ = calibrate_by_difficulty(np.log(truth) - oof_log, difficulty, self.interval)
         self.interval_q_ = self.calibration_.q
         self.mix_ood_ = OODDetector().fit(mix, _MIX_COLUMNS)
-        self.overhead_ = Overhead.make(form).fit(features, truth)
+        self.overhead_ = fitted(form, features, truth, cv_folds)
         every_kernel = pd.concat([table, extra], ignore_index=True)
         self.models_ = self._fit_kernels(every_kernel, choice)
         self.ranges_ = {
@@ -363,6 +380,7 @@ class OpWise(Described):
                 float(v) for v in np.quantile(truth / features["kernel_ms"].to_numpy(), [0.1, 0.9])
             ],
             "overhead_form": form,
+            "overhead_weights": getattr(self.overhead_, "weights", {form: 1.0}),
             "overhead_cv": form_scores,
             "oof_metrics": regression_metrics(
                 truth,

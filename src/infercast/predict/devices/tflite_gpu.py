@@ -210,9 +210,9 @@ KERNEL_TREES = 400
 
 def fit_opwise(phone: str, e2e: pd.Series, families: pd.Series, seed: int = 0) -> OpWise:
     """The op-wise predictor of a phone's GPU delegate from its op rows and the end-to-end latency
-    ``e2e`` (ms, indexed by network): XGBoost kernels; the overhead form chosen with each of
-    ``families`` (per network) held out whole, as a user's network of a family never seen is
-    predicted."""
+    ``e2e`` (ms, indexed by network): XGBoost kernels; the overhead forms stacked with weights
+    learned with each of ``families`` (per network) held out whole, as a user's network of a
+    family never seen is predicted."""
     ops = training_ops(phone, list(e2e.index))
     frame = pd.DataFrame({"model": e2e.index, "latency_ms": e2e.to_numpy(dtype=np.float64)})
     model = OpWise(kernel_learner="xgboost", n_estimators=KERNEL_TREES, seed=seed)
