@@ -314,7 +314,7 @@ def train_ops(
     """The table route: train an ``OpWise`` (``opwise``, or one with default settings) from op and
     end-to-end tables (docs/formats.md), holding out ``test_size`` of the models to report
     accuracy, and save it to ``out``. An end-to-end ``group`` column (an architecture family, say)
-    keeps each group's models in one fold when the overhead form is chosen (``OpWise.fit``'s
+    keeps each group's models in one fold when the overhead forms are weighed (``OpWise.fit``'s
     ``groups``)."""
     check_output_dir(out)
     ops, e2e = read_table(ops_path), read_table(e2e_path)

@@ -291,12 +291,13 @@ class OpWise(Described):
         """Kernel regressors on the op rows of ``ops`` and ``kernel_ops`` (a kernel campaign's:
         one-kernel networks, no end-to-end role), the overhead model on the models of ``ops`` that
         ``e2e`` times end to end. ``groups`` (a group per model, e.g. its architecture family)
-        keeps a group's models in one fold when the overhead form is chosen, so the form is the
-        one that holds for a group the predictor never saw; by default each model is its own
-        group. The rest stays out-of-fold by model. The kernel times the overhead model learns
-        from: holding whole families out there too left the six usc-mobile phone GPUs less
-        accurate on families never seen (a03s / s10 / pixel4 ±10 %: 77.5 / 80.4 / 75.5 % against
-        80.4 / 79.4 / 80.4 %, before the one-standard-error rule). The interval: calibrated on
+        keeps a group's models in one fold when the overhead forms are weighed (or one is chosen),
+        so the weights are those that hold for a group the predictor never saw; by default each
+        model is its own group. The rest stays out-of-fold by model. The kernel times the
+        overhead model learns from: holding whole families out there too left the six usc-mobile
+        phone GPUs less accurate on families never seen (a03s / s10 / pixel4 ±10 %: 77.5 / 80.4
+        / 75.5 % against 80.4 / 79.4 / 80.4 %, one form chosen, before the one-standard-error
+        rule). The interval: calibrated on
         families held out, it covered 83–89 % of held-out families' networks (pixel4, a03s,
         iphonexs), under its nominal 90 %; by model, 96–100 %."""
         self.kernel_target_ = _RATE
