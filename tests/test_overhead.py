@@ -261,6 +261,13 @@ def test_train_ops_cli_takes_the_form_and_the_learner(tmp_path) -> None:
     training = json.loads(trained.stdout)["training"]
     assert training["overhead_form"] == "per_kernel"
     assert set(training["kernel_learners"].values()) == {"extratrees"}
+    # by default the forms are stacked, and the summary names their weights, largest first
+    learner = ("--kernel-learner", "extratrees", "--n-estimators", "40")
+    stacked = infercast("train-ops", *tables, "--out", str(tmp_path / "stacked"), *learner)
+    assert stacked.returncode == 0, stacked.stderr
+    weights = json.loads((tmp_path / "stacked" / "meta.json").read_text())["training"]["overhead_weights"]
+    named = ", ".join(f"{form} {w:.2f}" for form, w in sorted(weights.items(), key=lambda fw: -fw[1]))
+    assert f"overhead form stack ({named})" in " ".join(stacked.stdout.split())
     refused = infercast("train-ops", *tables, "--out", str(tmp_path / "no"), "--overhead", "cubic")
     assert refused.returncode == 2 and "overhead='cubic' must be 'stack', 'auto' or one of" in refused.stderr
     assert not (tmp_path / "no").exists()
