@@ -180,15 +180,16 @@ def main() -> None:
         f"`.venv/bin/python benchmarks/usc_opwise.py {' '.join(sys.argv[1:])}` "
         f"({machine()}, {elapsed / 60:.0f} min). Data: qed-usc/mobile-ml-benchmark (MIT), "
         "Li, Paolieri, Golubchik, EdgeSys '24. Each fold trains through `infercast.api.train_ops` and "
-        "predicts the held-out networks through `predict_ops` (defaults: kernel learner and overhead "
-        "form chosen by cross-validation inside the training networks). 5 folds grouped by model, "
+        "predicts the held-out networks through `predict_ops` (defaults: kernel learner chosen and "
+        "overhead forms stacked by cross-validation inside the training networks). 5 folds grouped "
+        "by model, "
         "and 5 grouped by architecture family (`benchmarks/usc.py`; train-ops gets the training "
         "networks' families as the e2e table's `group` column). *earlier route*: XGBoost "
         "kernels and the multiplicative (ratio) overhead model only; *FLOPs*: latency ∝ FLOPs, "
         "rate fitted on the training networks.",
         "",
         "| phone GPU | folds by | ±10 % | median abs. err. | Spearman | 90 % interval coverage "
-        "| earlier route ±10 % | FLOPs ±10 % | overhead form chosen (folds) |",
+        "| earlier route ±10 % | FLOPs ±10 % | overhead form (folds) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
