@@ -1,7 +1,8 @@
 """The op-wise route's overhead model: how a network's end-to-end time relates to the sum of its
 kernels. Runtimes spend that time differently — a GPU delegate pays a dispatch cost per kernel
 and a constant per inference, a CPU runtime a share that grows with the op mix — so several
-forms compete and grouped cross-validation over the training networks picks one (``choose``):
+forms compete, and grouped cross-validation over the training networks weighs them
+(``StackedOverhead``) or picks one (``choose``):
 
 - ``ratio``: ridge regression of ``log(e2e / Σ)`` on the graph's mix (a multiplicative overhead);
 - ``factor``: ``e2e = a·Σ``;
