@@ -163,7 +163,7 @@ def _additive_op_tables(n_models: int, seed: int) -> tuple[pd.DataFrame, pd.Data
     return pd.DataFrame(rows), pd.DataFrame(e2e)
 
 
-def test_opwise_picks_the_additive_form_and_its_kernel_learners(tmp_path) -> None:
+def test_opwise_weighs_the_additive_forms_and_picks_its_kernel_learners(tmp_path) -> None:
     ops, e2e = _additive_op_tables(50, 4)
     test_ops, test_e2e = _additive_op_tables(15, 5)
     model = OpWise(n_estimators=80).fit(ops, e2e)
@@ -193,6 +193,10 @@ def test_opwise_picks_the_additive_form_and_its_kernel_learners(tmp_path) -> Non
     pd.testing.assert_frame_equal(
         forced.predict(test_ops), OpWise.load(tmp_path / "forced").predict(test_ops)
     )
+    # "auto" keeps one form: one with a cost per kernel
+    one = OpWise(n_estimators=40, overhead="auto", kernel_learner="extratrees").fit(ops, e2e).training_
+    assert one["overhead_form"] in ("per_kernel", "per_kernel_type"), one["overhead_cv"]
+    assert one["overhead_weights"] == {one["overhead_form"]: 1.0} and set(one["overhead_cv"]) == set(FORMS)
 
 
 def test_groups_of_models_are_held_out_whole_and_named_when_missing(tmp_path) -> None:
