@@ -43,9 +43,9 @@ from infercast.predict.overhead import (
     FORMS,
     STACK,
     Overhead,
+    StackedOverhead,
     choose,
     cv_scores,
-    fitted,
     out_of_fold,
     overhead_features,
 )
@@ -297,9 +297,8 @@ class OpWise(Described):
         overhead model learns from: holding whole families out there too left the six usc-mobile
         phone GPUs less accurate on families never seen (a03s / s10 / pixel4 ±10 %: 77.5 / 80.4
         / 75.5 % against 80.4 / 79.4 / 80.4 %, one form chosen, before the one-standard-error
-        rule). The interval: calibrated on
-        families held out, it covered 83–89 % of held-out families' networks (pixel4, a03s,
-        iphonexs), under its nominal 90 %; by model, 96–100 %."""
+        rule). The interval: calibrated on families held out, it covered 83–89 % of held-out
+        families' networks (pixel4, a03s, iphonexs), under its nominal 90 %; by model, 96–100 %."""
         self.kernel_target_ = _RATE
         self.kernel_inputs_ = _KERNEL_INPUTS
         table = _timed(kernels(ops))
@@ -329,16 +328,19 @@ class OpWise(Described):
             splitter = GroupKFold(n_splits=min(self.n_folds, group_of.nunique()))
             for fold, (_, held) in enumerate(splitter.split(models, groups=group_of)):
                 cv_folds[held] = fold
+        overhead: Overhead
         if self.overhead == STACK:
-            form = STACK
-            form_scores = {f: cv_scores(out_of_fold(f, features, truth, cv_folds), truth) for f in FORMS}
-            form_scores[STACK] = cv_scores(out_of_fold(STACK, features, truth, cv_folds), truth)
+            form, overhead = STACK, StackedOverhead().fit(features, truth, cv_folds)
+            form_scores = {f: cv_scores(p, truth) for f, p in overhead.out_of_fold_.items()}
+            cv_log = out_of_fold(STACK, features, truth, cv_folds)
+            form_scores[STACK] = cv_scores(cv_log, truth)
         else:
             forms = FORMS if self.overhead == "auto" else (self.overhead,)
-            form, _, form_scores = choose(features, truth, cv_folds, forms)
+            form, cv_log, form_scores = choose(features, truth, cv_folds, forms)
+            overhead = Overhead.make(form).fit(features, truth)
         # the interval's residuals: each model predicted by a fit without it (by model, as the
         # kernel times the overhead learns from)
-        oof_log = out_of_fold(form, features, truth, model_folds)
+        oof_log = cv_log if groups is None else out_of_fold(form, features, truth, model_folds)
         mix = features[_MIX_COLUMNS].to_numpy(dtype=np.float64)
         difficulty = np.zeros(len(models))
         for fold in range(folds):
@@ -347,7 +349,7 @@ class OpWise(Described):
         self.calibration_ = calibrate_by_difficulty(np.log(truth) - oof_log, difficulty, self.interval)
         self.interval_q_ = self.calibration_.q
         self.mix_ood_ = OODDetector().fit(mix, _MIX_COLUMNS)
-        self.overhead_ = fitted(form, features, truth, cv_folds)
+        self.overhead_ = overhead
         every_kernel = pd.concat([table, extra], ignore_index=True)
         self.models_ = self._fit_kernels(every_kernel, choice)
         self.ranges_ = {

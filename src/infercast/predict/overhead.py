@@ -324,12 +324,15 @@ class StackedOverhead(Overhead):
         self.n_folds = n_folds
         self.weights: dict[str, float] = {}
         self.members: dict[str, Overhead] = {}
+        # each form's out-of-fold log predictions the weights were fitted on (not saved)
+        self.out_of_fold_: dict[str, np.ndarray] = {}
 
     def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarray | None = None) -> StackedOverhead:
         e2e_ms = np.asarray(e2e_ms, dtype=np.float64)
         if folds is None:
             folds = np.arange(len(x)) % self.n_folds
-        predicted = np.column_stack([out_of_fold(form, x, e2e_ms, folds) for form in self.forms])
+        self.out_of_fold_ = {form: out_of_fold(form, x, e2e_ms, folds) for form in self.forms}
+        predicted = np.column_stack(list(self.out_of_fold_.values()))
         known = np.isfinite(predicted).all(axis=1)
         if known.sum() < _MIN_STACKED:
             # too few networks predicted out of fold to weigh the forms: the simplest form alone
@@ -369,7 +372,7 @@ def _simplex_least_squares(predicted: np.ndarray, truth: np.ndarray) -> np.ndarr
     return weights / weights.sum()
 
 
-def fitted(form: str, x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarray | None = None) -> Overhead:
+def _fitted(form: str, x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarray | None = None) -> Overhead:
     """``form`` fitted on every model of ``x``; ``stack`` learns its weights on ``folds``."""
     if form == STACK:
         return StackedOverhead().fit(x, e2e_ms, folds)
@@ -383,7 +386,7 @@ def out_of_fold(form: str, x: pd.DataFrame, e2e_ms: np.ndarray, folds: np.ndarra
     for fold in np.unique(folds):
         held = folds == fold
         if (~held).sum() >= 2:
-            predicted[held] = fitted(form, x[~held], e2e_ms[~held], folds[~held]).predict(x[held])
+            predicted[held] = _fitted(form, x[~held], e2e_ms[~held], folds[~held]).predict(x[held])
     return predicted
 
 
