@@ -26,7 +26,7 @@ from results import append, machine, stamp
 CLI = str(Path(sys.executable).with_name("infercast"))
 CASES = (
     ("pixel4/gpu", "pytorchcv:resnet18"),  # op-wise route, shipped trained
-    ("s10/1large", "pytorchcv:resnet18"),  # Σ cost × work, fitted in milliseconds
+    ("s10/1large", "pytorchcv:resnet18"),  # Σ cost × work, fitted on first use into the cache
     ("epyc-2core/ort-cpu", "pytorchcv:resnet18"),  # three routes, two shipped trained
     ("nb201/pixel3", "space:nb201"),  # cascade blend, trained on first use
 )

@@ -577,6 +577,31 @@ def test_screening_a_space_for_a_device_never_imports_torch() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_a_phone_cpus_predictions_after_the_first_never_import_scikit_learn(tmp_path) -> None:
+    # only fitting needs scikit-learn and SciPy's statistics (~1.5 s of a prediction's imports):
+    # a phone CPU's predictor is fitted on first use into the user cache and loaded from it after
+    # (a GPU's op-wise route loads XGBoost, which imports scikit-learn itself)
+    code = (
+        "import sys\n"
+        "from infercast.api import predict_devices\n"
+        "from infercast.predict.devices import list_devices\n"
+        "assert len(list_devices()) >= 100\n"
+        "rows = predict_devices(['space:carb-resnet?depth=8&width=0.25&input_size=32'], ['s10/1large'])\n"
+        "assert rows[0]['latency_ms'] > 0, rows\n"
+        "print([name for name in ('sklearn', 'scipy.stats') if name in sys.modules])\n"
+    )
+    env = {**os.environ, "INFERCAST_CACHE": str(tmp_path)}
+    first, second = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+        for _ in range(2)
+    )
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert "sklearn" in first.stdout  # the first fits
+    assert second.stdout.strip() == "[]"
+    cached = tmp_path / f"devices-{infercast.__version__}"
+    assert [folder.name for folder in cached.iterdir()] == ["s10-1large"]
+
+
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,
 # residual and not; Basic and Bottleneck blocks with and without a projection shortcut and stem pool
 SPACE_CONFIGS = [

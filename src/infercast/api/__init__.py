@@ -14,9 +14,32 @@ itself learns from tables only.
 
 from __future__ import annotations
 
-from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
-from infercast.api.screening import screen
-from infercast.api.training import adapt, adapt_device, evaluate, predict_ops, suggest, train, train_ops
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
+    from infercast.api.screening import screen
+    from infercast.api.training import adapt, adapt_device, evaluate, predict_ops, suggest, train, train_ops
+
+# Each workflow's module is imported on first use: predicting for a shipped phone needs neither
+# training's learners nor screening's samplers (see ``infercast.predict``).
+_MODULES = {
+    **dict.fromkeys(
+        ("load_predictor", "measure", "predict", "predict_devices", "predict_models"), "predicting"
+    ),
+    "screen": "screening",
+    **dict.fromkeys(
+        ("adapt", "adapt_device", "evaluate", "predict_ops", "suggest", "train", "train_ops"), "training"
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "adapt",

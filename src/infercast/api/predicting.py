@@ -9,13 +9,11 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from infercast.predict.adapt import Adapted
-from infercast.predict.blend import TARGETS, CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.features import device_feature_frame
 from infercast.predict.devices.physical import ROUTE as PHYSICAL
@@ -24,6 +22,10 @@ from infercast.predict.errors import PredictorError
 from infercast.predict.ood import either_ood
 from infercast.predict.opwise import OpWise
 from infercast.predict.routes import MEAN_ROUTE, geometric_mean
+
+if TYPE_CHECKING:
+    from infercast.predict.adapt import Adapted
+    from infercast.predict.blend import CascadeBlend
 
 # A predictor directory's latency routes: the blend on graph features (the directory itself), the
 # op-wise route (opwise/), the blend given the op-wise estimate (COMBINED/), Σ cost × work on
@@ -97,6 +99,9 @@ def opwise_of(folder: str | Path) -> OpWise | None:
 
 def combined_of(folder: str | Path) -> tuple[CascadeBlend | None, list[str]]:
     """The blend given the op-wise estimate, if ``train`` wrote one, and the routes' ranking."""
+    # the blend's module imports scikit-learn: only predictor directories of `train` need it
+    from infercast.predict.blend import CascadeBlend
+
     sub, ranking = Path(folder) / COMBINED_DIR, Path(folder) / ROUTES_FILE
     combined = CascadeBlend.load(sub) if (sub / "meta.json").is_file() else None
     try:
@@ -179,6 +184,7 @@ def predict_models(
     must load within ``timeout_s``."""
     from infercast.features import features
     from infercast.models.guarded import capture_model
+    from infercast.predict.blend import TARGETS
 
     adapted = device_adapted_of(folder)
     if adapted is not None:

@@ -12,20 +12,49 @@ turns a store into training tables, ``infercast.api`` runs the train / predict /
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infercast import CallableStage
-from infercast.predict.adapt import Adapted, select_configs
-from infercast.predict.artifact import PlatformInfo, PredictorInfo, read_meta
-from infercast.predict.baselines import FlopsProportional, LogLinear
-from infercast.predict.blend import TARGETS, CascadeBlend
-from infercast.predict.data import feature_frame
+from infercast.predict.artifact import read_meta
 from infercast.predict.errors import PredictorError
-from infercast.predict.folds import stratified_split
-from infercast.predict.metrics import regression_metrics
-from infercast.predict.opwise import OpWise
+
+if TYPE_CHECKING:
+    from infercast.predict.adapt import Adapted, select_configs
+    from infercast.predict.artifact import PlatformInfo, PredictorInfo
+    from infercast.predict.baselines import FlopsProportional, LogLinear
+    from infercast.predict.blend import TARGETS, CascadeBlend
+    from infercast.predict.data import feature_frame
+    from infercast.predict.folds import stratified_split
+    from infercast.predict.metrics import regression_metrics
+    from infercast.predict.opwise import OpWise
+
+# Imported on first use: the blend and the learners' fitting need scikit-learn and SciPy's
+# statistics (~1.5 s to import), which a shipped phone predictor, listing the devices or the
+# graph stages never use (tests/test_devices.py holds that).
+_LAZY = {
+    "Adapted": "adapt",
+    "select_configs": "adapt",
+    "PlatformInfo": "artifact",
+    "PredictorInfo": "artifact",
+    "FlopsProportional": "baselines",
+    "LogLinear": "baselines",
+    "TARGETS": "blend",
+    "CascadeBlend": "blend",
+    "feature_frame": "data",
+    "stratified_split": "folds",
+    "regression_metrics": "metrics",
+    "OpWise": "opwise",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TARGETS",
@@ -48,6 +77,10 @@ __all__ = [
 def load(folder: str | Path) -> Any:
     """Load any predictor directory (``CascadeBlend``, ``OpWise`` or ``Adapted``) by the kind in its
     meta.json."""
+    from infercast.predict.adapt import Adapted
+    from infercast.predict.blend import CascadeBlend
+    from infercast.predict.opwise import OpWise
+
     kind = read_meta(folder).get("kind")
     if kind == "cascade-blend":
         return CascadeBlend.load(folder)

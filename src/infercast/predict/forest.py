@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.ensemble import ExtraTreesRegressor
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import ExtraTreesRegressor
 
 FOREST_FORMAT = "infercast-forest/1"
 

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
 
 from infercast.graph import OP_GROUPS, Graph
 from infercast.predict.artifact import Described, damaged_as_error, inside_folder, read_meta, write_meta
@@ -238,6 +237,9 @@ class OpWise(Described):
         """Per kernel type, the learner with the smallest out-of-fold mean |log error| (models
         held out by group k-fold; the ``extra`` kernel rows train in every fold), the out-of-fold
         kernel times of that choice, and the scores."""
+        # scikit-learn loads when a model is fitted: a phone's shipped predictor only predicts
+        from sklearn.model_selection import GroupKFold
+
         candidates = tuple(LEARNERS) if self.kernel_learner == "auto" else (self.kernel_learner,)
         target = np.log(np.clip(table["latency_ms"].to_numpy(dtype=np.float64), 1e-5, None))
         own = self._own_types(pd.concat([table, extra]))
@@ -325,6 +327,8 @@ class OpWise(Described):
         cv_folds = model_folds
         if groups is not None:
             cv_folds = np.empty(len(models), dtype=np.int64)
+            from sklearn.model_selection import GroupKFold
+
             splitter = GroupKFold(n_splits=min(self.n_folds, group_of.nunique()))
             for fold, (_, held) in enumerate(splitter.split(models, groups=group_of)):
                 cv_folds[held] = fold

@@ -32,8 +32,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
-from sklearn.linear_model import RidgeCV
 
 from infercast.graph import OP_GROUPS
 from infercast.predict.errors import PredictorError
@@ -156,6 +154,9 @@ class RatioOverhead(Overhead):
         self.alpha = 1.0
 
     def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> RatioOverhead:
+        # SciPy and scikit-learn load when a form is fitted: a shipped predictor only predicts
+        from sklearn.linear_model import RidgeCV
+
         matrix = x[self.names].to_numpy(dtype=np.float64)
         gap = np.log(e2e_ms) - x["log_kernel_ms"].to_numpy(dtype=np.float64)
         self.mean = matrix.mean(axis=0)
@@ -240,6 +241,8 @@ class AdditiveOverhead(Overhead):
 def _relative_nnls(matrix: np.ndarray, e2e_ms: np.ndarray) -> tuple[np.ndarray, float]:
     """Non-negative weights of ``matrix``'s columns minimising the squared relative error against
     ``e2e_ms``, and that error's sum."""
+    from scipy.optimize import nnls
+
     # columns scaled to unit size so that nnls's tolerance treats ms and counts alike
     scale = np.abs(matrix / e2e_ms[:, None]).max(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
@@ -366,6 +369,8 @@ def _simplex_least_squares(predicted: np.ndarray, truth: np.ndarray) -> np.ndarr
     """Weights ``w ≥ 0`` with ``Σ w = 1`` minimising ``|predicted @ w − truth|²``: non-negative
     least squares with the sum as one more equation, weighted to hold (the weights are then
     normalised to remove what is left of its slack)."""
+    from scipy.optimize import nnls
+
     holds = 1e3 * np.sqrt(len(truth))
     matrix = np.vstack([predicted, np.full(predicted.shape[1], holds)])
     weights, _ = nnls(matrix, np.r_[truth, holds], maxiter=50 * predicted.shape[1])

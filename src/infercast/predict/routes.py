@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import gmean
 
 from infercast.predict.ood import either_ood
 
@@ -24,6 +23,9 @@ def geometric_mean(*predictions: pd.DataFrame) -> pd.DataFrame:
     """Row by row, the geometric mean of the predictions' ``latency_ms``; the 90 % interval spans
     theirs (wider than it needs: a calibrated interval of the mean is not fitted), ``ood`` if any
     route doubts the model, with every reason."""
+    # SciPy's statistics load when this route is asked for (1.4 s): a phone's route never is
+    from scipy.stats import gmean
+
     ood, reasons = either_ood(*predictions)
     return pd.DataFrame(
         {

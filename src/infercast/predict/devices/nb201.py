@@ -13,16 +13,19 @@ cache (``common.cache_root``) as a normal predictor directory.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from infercast.features import features
 from infercast.graph import Graph
-from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
 from infercast.predict.errors import PredictorError
+
+if TYPE_CHECKING:
+    from infercast.predict.blend import CascadeBlend
 
 TABLE = "nb201_cells.parquet"
 FEATURES = "nb201_features.parquet"
@@ -104,6 +107,10 @@ class Nb201Device:
     """One NB201 device setting: a latency-only cascade blend, trained once and cached."""
 
     def __init__(self, name: str) -> None:
+        # the blend's module imports scikit-learn: listing the devices or a phone's prediction
+        # never loads it (``infercast.predict``)
+        from infercast.predict.blend import CascadeBlend
+
         self.info = _info(name)
         self.blend = trained_once(
             name,
@@ -113,6 +120,8 @@ class Nb201Device:
         )
 
     def _train(self) -> CascadeBlend:
+        from infercast.predict.blend import CascadeBlend
+
         x = training_features(self.info.batch)
         y = pd.DataFrame(
             {"latency_ms": table()[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}

@@ -35,13 +35,12 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from infercast.features import features
 from infercast.graph import Graph
-from infercast.predict.blend import CascadeBlend
 from infercast.predict.data import feature_frame
 from infercast.predict.devices.common import DeviceInfo, cards, data_file, load_packed, routes_archive
 from infercast.predict.devices.common import ship as ship_trained
@@ -49,6 +48,9 @@ from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_f
 from infercast.predict.devices.physical import PhysicalLatency, fit_configs_and_kernels
 from infercast.predict.opwise import OpWise
 from infercast.predict.routes import MEAN_ROUTE, geometric_mean
+
+if TYPE_CHECKING:
+    from infercast.predict.blend import CascadeBlend
 
 CONFIGS = "ort_cpu_configs.parquet"
 OPS = "ort_cpu_ops.parquet"
@@ -155,6 +157,9 @@ class Routes:
 
     @classmethod
     def load(cls, folder: Path) -> Routes:
+        # the blend's module imports scikit-learn: listing the devices never loads it
+        from infercast.predict.blend import CascadeBlend
+
         return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
 
 
@@ -168,6 +173,8 @@ def ship(name: str) -> Path:
 def train_routes(name: str) -> Routes:
     """The blend and op-wise routes of ``name`` trained on its shipped tables (deterministic: the
     shipped ones are this, ``python -m infercast.api.device_tables --host-db …`` writes them)."""
+    from infercast.predict.blend import CascadeBlend
+
     x, e2e, ops, kernel_ops = training_tables(name)
     blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
     opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)

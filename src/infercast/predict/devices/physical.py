@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
-from sklearn.model_selection import GroupKFold
 
 from infercast.predict.artifact import damaged_as_error, read_meta, write_meta
 from infercast.predict.devices.features import BASE_FEATURES, SMALL_KERNEL_FEATURES
@@ -38,6 +36,9 @@ _RANGE_SLACK = 2.0
 
 def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative costs minimising Σ ((x·cost − y) / y)²."""
+    # SciPy and scikit-learn load when a model is fitted: a phone's shipped predictor only predicts
+    from scipy.optimize import nnls
+
     design = x / y[:, None]
     scale = np.abs(design).max(axis=0)
     scale[scale == 0] = 1.0  # a feature no training row has gets cost 0
@@ -113,6 +114,8 @@ class PhysicalLatency:
         n_folds = min(self.n_folds, len(np.unique(groups)))
         if n_folds < 2:
             raise PredictorError(f"need networks of at least 2 groups to calibrate intervals, got {n_folds}")
+        from sklearn.model_selection import GroupKFold
+
         folds = list(GroupKFold(n_folds).split(x, y, groups))
         best: tuple[float, str | None, np.ndarray] | None = None
         for extra in (None, *self.candidates):

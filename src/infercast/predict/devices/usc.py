@@ -6,7 +6,7 @@ for ML Inference Latency on Mobile Devices", EdgeSys '24. What ships (``data/usc
 built by ``python -m infercast.api.device_tables``) is derived: infercast's device features of
 each network, captured here with ``pretrained=False`` at 224×224, its architecture family, and
 the mean latency of each setting in milliseconds. The predictor of a setting is fitted on first
-use (milliseconds: non-negative least squares on 102 rows).
+use (milliseconds: non-negative least squares on 102 rows) and kept in the user cache.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 
 from infercast.graph import Graph
 from infercast.predict.devices import tflite_gpu
-from infercast.predict.devices.common import DeviceInfo, cards, data_file
+from infercast.predict.devices.common import DeviceInfo, cards, data_file, trained_once
 from infercast.predict.devices.features import device_feature_frame
 from infercast.predict.devices.physical import ROUTE, PhysicalLatency, estimator
 
@@ -93,10 +93,17 @@ def names() -> list[str]:
 
 
 def physical(name: str) -> PhysicalLatency:
-    """The Σ cost × work predictor of one setting, fitted on the 102 networks."""
+    """The Σ cost × work predictor of one setting, fitted on the 102 networks on first use and
+    kept in the user cache: the fit imports SciPy's optimiser and scikit-learn's folds (~2 s, more
+    than the fit), loading it neither."""
     networks = table()
-    return estimator().fit(
-        networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
+    return trained_once(
+        name,
+        lambda: estimator().fit(
+            networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
+        ),
+        lambda model, folder: model.save(folder, {"device": name, "source": SOURCE}),
+        PhysicalLatency.load,
     )
 
 
