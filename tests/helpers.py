@@ -124,6 +124,8 @@ def run_readme_blocks(blocks: list[tuple[str, str]], folder: Path) -> int:
         **os.environ,
         "COLUMNS": "200",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        # an empty cache of predictors trained on first use, as a new user has
+        "INFERCAST_CACHE": str(folder / "cache"),
     }
     ran = 0
     for kind, body in blocks:

@@ -32,6 +32,7 @@ from infercast.predict.devices import (
     physical,
     usc,
 )
+from infercast.predict.devices.common import data_digest
 from infercast.predict.devices.features import DEVICE_FEATURES
 from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
@@ -177,7 +178,10 @@ def test_nb201_devices_take_cells_and_cache_their_predictor(tmp_path, monkeypatc
     monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
     name = "nb201/gold_6226"
     predictor = nb201.load(name)
-    assert (tmp_path / f"devices-{infercast.__version__}" / "nb201-gold_6226" / "meta.json").is_file()
+    [cached_folder] = (tmp_path / f"devices-{infercast.__version__}").iterdir()
+    # keyed on the shipped tables it trains from: tables rebuilt within a version retrain
+    assert cached_folder.name == f"nb201-gold_6226-{data_digest(nb201.TABLE, nb201.FEATURES)}"
+    assert (cached_folder / "meta.json").is_file()
     cached = nb201.load(name)  # a second process would load it instead of training
     model = f"space:nb201?cell={CELL}"
     first = predict_devices([model], [name])[0]
@@ -599,7 +603,7 @@ def test_a_phone_cpus_predictions_after_the_first_never_import_scikit_learn(tmp_
     assert "sklearn" in first.stdout  # the first fits
     assert second.stdout.strip() == "[]"
     cached = tmp_path / f"devices-{infercast.__version__}"
-    assert [folder.name for folder in cached.iterdir()] == ["s10-1large"]
+    assert [folder.name for folder in cached.iterdir()] == [f"s10-1large-{data_digest(usc.TABLE)}"]
 
 
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from infercast.predict.opwise import OpWise
 
 # Imported on first use: the blend and the learners' fitting need scikit-learn and SciPy's
-# statistics (~1.5 s to import), which a shipped phone predictor, listing the devices or the
-# graph stages never use (tests/test_devices.py holds that).
+# statistics (~1.5 s to import), which listing the devices and a phone CPU setting's cached
+# predictor never use (tests/test_devices.py holds that; XGBoost, which the GPU routes load,
+# imports scikit-learn itself).
 _LAZY = {
     "Adapted": "adapt",
     "select_configs": "adapt",

@@ -237,7 +237,7 @@ class OpWise(Described):
         """Per kernel type, the learner with the smallest out-of-fold mean |log error| (models
         held out by group k-fold; the ``extra`` kernel rows train in every fold), the out-of-fold
         kernel times of that choice, and the scores."""
-        # scikit-learn loads when a model is fitted: a phone's shipped predictor only predicts
+        # scikit-learn loads when a model is fitted: listing the devices imports this module
         from sklearn.model_selection import GroupKFold
 
         candidates = tuple(LEARNERS) if self.kernel_learner == "auto" else (self.kernel_learner,)

@@ -154,7 +154,7 @@ class RatioOverhead(Overhead):
         self.alpha = 1.0
 
     def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> RatioOverhead:
-        # SciPy and scikit-learn load when a form is fitted: a shipped predictor only predicts
+        # SciPy and scikit-learn load when a form is fitted: listing the devices imports this module
         from sklearn.linear_model import RidgeCV
 
         matrix = x[self.names].to_numpy(dtype=np.float64)

@@ -3,6 +3,7 @@ predict captured graphs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,13 +38,28 @@ def cache_root() -> Path:
     return Path(base) / "infercast"
 
 
+@cache
+def data_digest(*names: str) -> str:
+    """A short digest of shipped data files (``data_file``)."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(data_file(name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def trained_once(
-    name: str, train: Callable[[], Saved], save: Callable[[Saved, Path], Any], load: Callable[[Path], Saved]
+    name: str,
+    sources: tuple[str, ...],
+    train: Callable[[], Saved],
+    save: Callable[[Saved, Path], Any],
+    load: Callable[[Path], Saved],
 ) -> Saved:
-    """A predictor from the user cache, or trained now and stored there (per infercast version, so
-    an upgrade retrains). Two processes may train at once: each writes beside the folder and
-    moves its copy in; the loser's identical copy is dropped. A read-only cache only costs time."""
-    folder = cache_root() / f"devices-{__version__}" / name.replace("/", "-")
+    """A predictor from the user cache, or trained now from the shipped data files ``sources`` and
+    stored there, under the infercast version and those files' digest: an upgrade, or tables
+    rebuilt within a version, retrain. Two processes may train at once: each writes beside the
+    folder and moves its copy in; the loser's identical copy is dropped. A read-only cache only
+    costs time."""
+    folder = cache_root() / f"devices-{__version__}" / f"{name.replace('/', '-')}-{data_digest(*sources)}"
     if (folder / "meta.json").is_file():
         return load(folder)
     model = train()

@@ -107,13 +107,14 @@ class Nb201Device:
     """One NB201 device setting: a latency-only cascade blend, trained once and cached."""
 
     def __init__(self, name: str) -> None:
-        # the blend's module imports scikit-learn: listing the devices or a phone's prediction
-        # never loads it (``infercast.predict``)
+        # the blend's module imports scikit-learn: listing the devices or a phone CPU's
+        # prediction never loads it (``infercast.predict``)
         from infercast.predict.blend import CascadeBlend
 
         self.info = _info(name)
         self.blend = trained_once(
             name,
+            (TABLE, FEATURES),
             self._train,
             lambda blend, folder: blend.save(folder, {"device": name, "source": SOURCE}),
             CascadeBlend.load,

@@ -36,7 +36,7 @@ _RANGE_SLACK = 2.0
 
 def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative costs minimising Σ ((x·cost − y) / y)²."""
-    # SciPy and scikit-learn load when a model is fitted: a phone's shipped predictor only predicts
+    # SciPy and scikit-learn load when a model is fitted: a phone's cached predictor only predicts
     from scipy.optimize import nnls
 
     design = x / y[:, None]

@@ -99,6 +99,7 @@ def physical(name: str) -> PhysicalLatency:
     networks = table()
     return trained_once(
         name,
+        (TABLE,),
         lambda: estimator().fit(
             networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
         ),
