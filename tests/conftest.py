@@ -6,6 +6,8 @@ import infercast  # noqa: F401
 # isort: split
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -13,11 +15,19 @@ import torch
 # tests/helpers.py runs the CLI in the test process: its tables as wide as in the subprocesses,
 # whose terminal width the tests set (rich reads it when infercast.cli is imported)
 os.environ["COLUMNS"] = "200"
+# predictors trained on first use (a phone's Σ cost × work, an NB201 blend) go to a cache of the
+# test run, never the user's; the tests' subprocesses inherit it
+TEST_CACHE = tempfile.mkdtemp(prefix="infercast-test-cache-")
+os.environ["INFERCAST_CACHE"] = TEST_CACHE
 
 requires_pytorchcv = pytest.mark.skipif(
     importlib.util.find_spec("pytorchcv") is None,
     reason="pytorchcv is not installed (pip install -e '.[zoo]' in this checkout)",
 )
+
+
+def pytest_sessionfinish() -> None:
+    shutil.rmtree(TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
