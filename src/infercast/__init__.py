@@ -16,6 +16,7 @@ The two calls most programs need::
 import importlib
 import os
 import types
+from collections.abc import Callable
 from typing import Any
 
 # Before torch loads libgomp (XGBoost and LightGBM share that copy): its threads spin for 300,000
@@ -42,6 +43,18 @@ class CallableStage(types.ModuleType):
         from infercast import api
 
         return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+
+def lazy_exports(package: str, modules: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562) that imports each name of ``modules`` from its
+    submodule on first use: a package whose submodules import heavy libraries stays light."""
+
+    def exported(name: str) -> Any:
+        if name in modules:
+            return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return exported
 
 
 def __getattr__(name: str) -> Any:

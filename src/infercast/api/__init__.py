@@ -14,8 +14,9 @@ itself learns from tables only.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from infercast import lazy_exports
 
 if TYPE_CHECKING:
     from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
@@ -33,12 +34,7 @@ _MODULES = {
         ("adapt", "adapt_device", "evaluate", "predict_ops", "suggest", "train", "train_ops"), "training"
     ),
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _MODULES)
 
 
 __all__ = [

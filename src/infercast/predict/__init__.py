@@ -12,12 +12,11 @@ turns a store into training tables, ``infercast.api`` runs the train / predict /
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infercast import CallableStage
+from infercast import CallableStage, lazy_exports
 from infercast.predict.artifact import read_meta
 from infercast.predict.errors import PredictorError
 
@@ -49,12 +48,7 @@ _LAZY = {
     "regression_metrics": "metrics",
     "OpWise": "opwise",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -96,13 +96,17 @@ def physical(name: str) -> PhysicalLatency:
     """The Σ cost × work predictor of one setting, fitted on the 102 networks on first use and
     kept in the user cache: the fit imports SciPy's optimiser and scikit-learn's folds (~2 s, more
     than the fit), loading it neither."""
-    networks = table()
+
+    def fit() -> PhysicalLatency:
+        networks = table()
+        return estimator().fit(
+            networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
+        )
+
     return trained_once(
         name,
         (TABLE,),
-        lambda: estimator().fit(
-            networks, networks[LATENCY_PREFIX + name].to_numpy(), groups=networks["family"].to_numpy()
-        ),
+        fit,
         lambda model, folder: model.save(folder, {"device": name, "source": SOURCE}),
         PhysicalLatency.load,
     )
