@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -244,6 +249,82 @@ def test_activations_and_norms_are_not_run_on_meta(monkeypatch) -> None:
     ]
     with pytest.raises(CaptureError, match="a BatchNorm2d layer ran"):
         capture(_Activations(), (2, 3, 17, 17))
+
+
+class _ShapeRules(nn.Module):
+    """Ops whose output a capture on meta shapes itself: arithmetic that broadcasts (with scalars,
+    in place), concatenation, linear layers and adaptive average pools; weights initialised the
+    ways zoo models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2)
+        self.scale = nn.Parameter(torch.ones(1, 8, 1, 1))
+        self.rows = nn.AdaptiveAvgPool2d((None, 1))
+        self.squeeze = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 5)
+        nn.init.kaiming_normal_(self.conv.weight, mode="fan_out")
+        nn.init.normal_(self.scale, mean=1.0, std=0.01)
+        nn.init.trunc_normal_(self.fc.weight, std=0.02)
+        self.fc.weight.data.uniform_(-0.1, 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv(x)
+        y = x * self.scale + 1.0
+        y -= x
+        z = torch.cat([x, y / 2], dim=1)
+        z = torch.cat((z, 2 - x), -3)
+        squeezed = self.squeeze(x).flatten(1)
+        return torch.cat(
+            [
+                self.fc(squeezed) + nn.functional.linear(squeezed, self.fc.weight),
+                self.rows(z).flatten(1),
+                nn.functional.adaptive_avg_pool2d(z, (2, 3)).flatten(1),
+            ],
+            dim=1,
+        )
+
+
+def test_shape_rules_on_meta_give_the_graph_with_weights() -> None:
+    reference = capture(_ShapeRules(), (2, 3, 17, 17))
+    with torch.device("meta"):
+        on_meta = _ShapeRules()
+    graph = capture(on_meta, (2, 3, 17, 17))
+    kinds = {n.kind for n in graph.nodes}
+    assert {"add", "mul", "sub", "div", "concat", "linear", "global_pool"} <= kinds
+    assert [(n.kind, n.input_shapes, n.output_shapes, n.flops) for n in graph.nodes] == [
+        (n.kind, n.input_shapes, n.output_shapes, n.flops) for n in reference.nodes
+    ]
+
+
+@requires_pytorchcv
+def test_zoo_models_build_and_capture_on_meta_without_torchdynamo_or_torchvision() -> None:
+    """Importing TorchDynamo costs 2 s and torchvision (with it) 4 s of a first prediction: the
+    meta build skips random fills, the capture shapes the ops PyTorch would decompose in Python,
+    and a pytorchcv model imports its own module, not the whole zoo."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import torch
+        sys.modules["torch._dynamo"] = None  # importing it fails from here on
+        from infercast import capture
+        from infercast.models import guarded
+        from tests.test_capture_paths import _ShapeRules
+        with torch.device("meta"), guarded._RandomFillsSkipped():
+            module = _ShapeRules()
+        capture(module, (2, 3, 17, 17))
+        for model in ("pytorchcv:resnet18", "pytorchcv:mobilenet_w1", "pytorchcv:squeezenet_v1_1",
+                      "pytorchcv:seresnet18", "pytorchcv:shufflenet_g1_w1"):
+            graph, _ = guarded.capture_model(model)
+            assert graph.capture == "torch.fx", (model, graph.capture)
+        assert "torchvision" not in sys.modules
+        """
+    )
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=root
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_a_model_that_cannot_run_on_meta_is_built_with_weights(monkeypatch) -> None:

@@ -43,6 +43,28 @@ def test_zoo_defaults_and_unknown_name_suggestions() -> None:
         load_model("pytorchcv:resnet81")
 
 
+@requires_pytorchcv
+def test_pytorchcv_names_read_from_its_source_are_its_models(monkeypatch) -> None:
+    """pytorchcv's model table is read from ``model_provider``'s source, not imported (it imports
+    every model module and torchvision): the same names, each built by the same function."""
+    import importlib
+
+    from infercast.compat import import_torchvision
+    from infercast.models import zoo
+
+    builders = zoo._pytorchcv_builders()
+    assert builders is not None
+    import_torchvision()
+    from pytorchcv.model_provider import _models
+
+    assert set(builders) == set(_models)
+    assert all(getattr(importlib.import_module(m), f) is _models[n] for n, (m, f) in builders.items())
+    # laid out otherwise (another pytorchcv release): the zoo imports model_provider as before
+    monkeypatch.setattr(zoo, "_pytorchcv_builders", lambda: None)
+    assert zoo.names("pytorchcv") == sorted(_models)
+    assert load_model("pytorchcv:resnet10").input_shape == (1, 3, 224, 224)
+
+
 def test_unknown_string_lists_the_syntax() -> None:
     with pytest.raises(ModelLoadError, match=r"pytorchcv:NAME, timm:NAME"):
         load_model("resnet18")

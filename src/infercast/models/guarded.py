@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from infercast.errors import InfercastError, ModelLoadError
 from infercast.graph import Graph, capture
@@ -26,6 +27,47 @@ _USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")
 
 class LoadTimeout(ModelLoadError):
     """Loading a model took longer than its deadline; the process that ran it was killed."""
+
+
+# Random in-place fills and the initialisers that call them (which PyTorch dispatches to a mode
+# before they reach the fill)
+_RANDOM_FILLS = frozenset(
+    [
+        *(
+            getattr(torch.Tensor, name)
+            for name in ("normal_", "uniform_", "erfinv_", "exponential_", "log_normal_", "cauchy_")
+        ),
+        *(
+            getattr(torch.nn.init, name)
+            for name in (
+                "normal_",
+                "uniform_",
+                "trunc_normal_",
+                "kaiming_normal_",
+                "kaiming_uniform_",
+                "xavier_normal_",
+                "xavier_uniform_",
+                "orthogonal_",
+            )
+        ),
+    ]
+)
+
+
+class _RandomFillsSkipped(TorchFunctionMode):
+    """Builds a model on the meta device without running the random fills of its weight
+    initialisation: on meta tensors they fill nothing, yet PyTorch runs them through Python
+    decompositions whose first call imports TorchDynamo (2 s; pytorchcv's MobileNets, GhostNet and
+    DiCENet call ``kaiming_normal_``)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in _RANDOM_FILLS:
+            # the initialisers hand their arguments to a mode by keyword
+            tensor = args[0] if args else kwargs.get("tensor")
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
 
 
 def runs_user_code(model: Any) -> bool:
@@ -60,7 +102,7 @@ def capture_model(
     is built again with weights, which also gives any error its usual message."""
     if builds_without_weights(model):
         try:
-            with torch.device("meta"):
+            with torch.device("meta"), _RandomFillsSkipped():
                 loaded = load_model(model, input_shape, batch_size)
             return capture(loaded), loaded.source
         except Exception:  # the build with weights below raises what a user should see

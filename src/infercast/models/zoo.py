@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
+import functools
+import importlib
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -23,6 +27,9 @@ def names(zoo: str) -> list[str]:
     """Every model name the zoo can build."""
     _require(zoo)
     if zoo == "pytorchcv":
+        builders = _pytorchcv_builders()
+        if builders is not None:
+            return sorted(builders)
         import_torchvision()
         from pytorchcv.model_provider import _models
 
@@ -63,10 +70,55 @@ def _require(zoo: str) -> None:
         raise ModelLoadError(f"{zoo} is not installed: {install_hint('zoo', package)}")
 
 
-def _pytorchcv(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
-    from pytorchcv.model_provider import get_model
+@functools.cache
+def _pytorchcv_builders() -> dict[str, tuple[str, str]] | None:
+    """Each pytorchcv model name's (module, function), read from the source of pytorchcv's
+    ``model_provider`` without running it: importing it imports all of its 150 model modules,
+    torchvision and TorchDynamo among them (4 s on this VM, 40 % of a first prediction). None
+    when that file is not laid out as in the pinned release (a name table ``_models`` of
+    functions imported ``from .models.X``); the caller imports it then."""
+    spec = importlib.util.find_spec("pytorchcv.model_provider")
+    if spec is None or spec.origin is None:
+        return None
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    defined_in = {
+        alias.asname or alias.name: f"pytorchcv.{node.module}"
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["_models"]
+            and isinstance(node.value, ast.Dict)
+        ):
+            pairs = list(zip(node.value.keys, node.value.values, strict=True))
+            if all(
+                isinstance(k, ast.Constant) and isinstance(v, ast.Name) and v.id in defined_in
+                for k, v in pairs
+            ):
+                return {k.value: (defined_in[v.id], v.id) for k, v in pairs}  # type: ignore[union-attr]
+    return None
 
-    module = get_model(name, pretrained=False)
+
+def _pytorchcv(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    builders = _pytorchcv_builders()
+    if builders is None:
+        import_torchvision()
+        from pytorchcv.model_provider import get_model
+
+        module = get_model(name, pretrained=False)
+    else:
+        module_name, function = builders[name]
+        spec = importlib.util.find_spec(module_name)
+        if (
+            spec is not None
+            and spec.origin
+            and "torchvision" in Path(spec.origin).read_text(encoding="utf-8")
+        ):
+            import_torchvision()  # through the shim, before the model's module imports it
+        module = getattr(importlib.import_module(module_name), function)(pretrained=False)
     size = tuple(getattr(module, "in_size", DEFAULT_IMAGE_SHAPE[2:]))
     return module, (1, int(getattr(module, "in_channels", 3)), *size)
 
