@@ -1,8 +1,10 @@
 """Ray, for real: a head and a second node started with ``ray start`` on a loopback address, two
 fake device kinds as custom resources; a campaign split across them survives the second node's
 raylet being killed, a killed driver resumes from the store, and screening shards stage 1 over
-the cluster. Campaigns are 8 or 4 configs on each kind, in chunks of 4 or 2: work is left after
-each kill.
+the cluster. Campaigns are 8 or 4 configs on each kind, in chunks of 2: work is left after each
+kill (a chunk's results are stored when it is done; with chunks of 4 the second node, killed on
+the first result of its kind, sometimes finished the other chunk first once a capture stopped
+importing TorchDynamo).
 The cluster is stopped at the end.
 
 Ray replaces 127.0.0.1 by the host's network address when it names a node; 127.0.0.2 (also
@@ -141,7 +143,7 @@ def _per_platform(db: Path) -> dict[str, tuple[int, int]]:
 def test_campaign_survives_the_second_nodes_raylet_being_killed(cluster: Cluster) -> None:
     db = cluster.folder / "killed-node.db"
     driver = subprocess.Popen(
-        _profile(cluster, db, seed=0, n=8, chunk=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        _profile(cluster, db, seed=0, n=8, chunk=2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait(lambda: _stored(db, "kind-b") >= 1, 240, "a first kind-b result")
