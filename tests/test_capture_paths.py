@@ -295,6 +295,22 @@ def test_shape_rules_on_meta_give_the_graph_with_weights() -> None:
     assert [(n.kind, n.input_shapes, n.output_shapes, n.flops) for n in graph.nodes] == [
         (n.kind, n.input_shapes, n.output_shapes, n.flops) for n in reference.nodes
     ]
+    # shapes that do not broadcast: PyTorch's own error (its meta and CPU kernels word it apart)
+    with torch.device("meta"):
+        mismatched = _Mismatched()
+    for module in (mismatched, _Mismatched()):
+        with pytest.raises(CaptureError, match=r"input shape 1x3x9x9 \(rank 4\): .*(broadcast|must match)"):
+            capture(module, (1, 3, 9, 9))
+
+
+class _Mismatched(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return y + y[:, :2]
 
 
 @requires_pytorchcv

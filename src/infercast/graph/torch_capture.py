@@ -88,7 +88,9 @@ class _MetaShapeProp(ShapeProp):
         return out if out is not None else super().call_method(target, args, kwargs)
 
 
-def _module_shape_only(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _module_shape_only(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> torch.Tensor | None:
     """`_shape_only` for a call of a module: the layers whose output shape needs their settings."""
     one_input = len(args) == 1 and not kwargs
     if isinstance(module, torch.nn.Linear) and one_input:
@@ -139,7 +141,10 @@ def _broadcast(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.
     dtype = torch.result_type(*args)
     if not dtype.is_floating_point:
         return None
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return None  # PyTorch raises the error a user should see
     in_place = op.startswith("i") or (op.endswith("_") and not op.startswith("_"))
     if in_place:
         first = args[0]
