@@ -45,30 +45,31 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
     return path
 
 
-# Longest files first (seconds measured here, four workers on two cores, 2026-12-03): `make test`
-# runs four workers that each take whole files (`-n 4 --dist loadfile --no-loadscope-reorder`:
-# xdist keeps this order instead of its own by number of tests), and a long file started last
-# leaves one worker running minutes after the others have finished. (`make test` runs
-# test_distributed.py beside them, at a higher priority.)
+# Longest files first (seconds measured here, four workers on two cores, 2026-12-03 18:44 UTC,
+# the sum of each file's tests among the 80 slowest): `make test` runs four workers that each
+# take whole files (`-n 4 --dist loadfile --no-loadscope-reorder`: xdist keeps this order instead
+# of its own by number of tests), and a long file started last leaves one worker running minutes
+# after the others have finished. (`make test` runs test_distributed.py beside them, at a higher
+# priority.)
 LONGEST_FIRST = (
-    "test_readme.py",  # ~460 s
-    "test_predict.py",  # ~260 s
-    "test_profile.py",  # ~250 s
-    "test_devices.py",  # ~225 s
-    "test_capture_paths.py",  # ~115 s
-    "test_hostile.py",  # ~95 s
-    "test_demo.py",  # ~95 s
-    "test_graph_zoo.py",  # ~85 s
-    "test_measure.py",  # ~80 s
-    "test_transfer.py",  # ~70 s
-    "test_screen.py",  # ~60 s
-    "test_report.py",  # ~45 s
-    "test_overhead.py",  # ~40 s
-    "test_drift.py",  # ~30 s
-    "test_store.py",  # ~30 s
-    "test_space_carb_resnet.py",  # ~30 s
-    "test_intervals.py",  # ~25 s
-    "test_readme_without_profiling.py",  # ~25 s alone
+    "test_readme.py",  # ~375 s
+    "test_predict.py",  # ~285 s
+    "test_profile.py",  # ~285 s
+    "test_devices.py",  # ~235 s
+    "test_demo.py",  # ~135 s
+    "test_transfer.py",  # ~95 s
+    "test_capture_paths.py",  # ~80 s
+    "test_screen.py",  # ~55 s
+    "test_hostile.py",  # ~50 s
+    "test_overhead.py",  # ~50 s
+    "test_measure.py",  # ~50 s
+    "test_readme_without_profiling.py",  # ~30 s
+    "test_drift.py",  # ~25 s
+    "test_store.py",  # ~25 s
+    "test_report.py",  # ~25 s
+    "test_space_carb_resnet.py",  # ~20 s
+    "test_intervals.py",  # ~15 s
+    "test_graph_zoo.py",  # ~15 s
 )
 
 
