@@ -315,7 +315,7 @@ class _Mismatched(nn.Module):
 
 @requires_pytorchcv
 def test_zoo_models_build_and_capture_on_meta_without_torchdynamo_or_torchvision() -> None:
-    """Importing TorchDynamo costs 2 s and torchvision (with it) 4 s of a first prediction: the
+    """Importing TorchDynamo costs 1.2 s and torchvision (with it) 1.5–1.9 s here: the
     meta build skips random fills, the capture shapes the ops PyTorch would decompose in Python,
     and a pytorchcv model imports its own module, not the whole zoo."""
     code = textwrap.dedent(

@@ -57,7 +57,7 @@ _RANDOM_FILLS = frozenset(
 class _RandomFillsSkipped(TorchFunctionMode):
     """Builds a model on the meta device without running the random fills of its weight
     initialisation: on meta tensors they fill nothing, yet PyTorch runs them through Python
-    decompositions whose first call imports TorchDynamo (2 s; pytorchcv's MobileNets, GhostNet and
+    decompositions whose first call imports TorchDynamo (1.2 s; pytorchcv's MobileNets, GhostNet and
     DiCENet call ``kaiming_normal_``)."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
