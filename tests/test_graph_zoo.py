@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infercast import capture, load_model
+from infercast.models import zoo
 
 from .conftest import requires_pytorchcv
 from .helpers import matmul_flops, reference_flops
@@ -57,7 +58,11 @@ def test_pytorchcv_model_matches_pytorch(name: str) -> None:
     "spec", ["torchvision:mobilenet_v3_small", "torchvision:resnet18", "timm:efficientnet_b0"]
 )
 def test_other_zoos_match_pytorch(spec: str) -> None:
-    pytest.importorskip(spec.split(":")[0])
+    zoo_name = spec.split(":")[0]
+    # not importorskip: a plain `import torchvision` fails here (its compiled ops need CUDA
+    # libraries); the zoo imports it through infercast.compat's shim
+    if not zoo.available(zoo_name):
+        pytest.skip(f"{zoo_name} is not installed")
     check_against_pytorch(spec)
 
 
