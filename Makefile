@@ -31,9 +31,10 @@ browser:
 # at niceness 0, not Ray's 15: tests/test_distributed.py): the Ray nodes mostly wait (health
 # checks, worker start-up) and, beside busy workers of the same priority, starved of CPU, took
 # 300-700 s instead of ~140 s and timed out; run one after the other the two took ~18 minutes.
-# Their output follows the rest's. The rest: four workers, each test file on one of them (module
-# fixtures stay shared); tests wait on subprocesses part of the time, and a fourth worker keeps
-# the two cores busy (vmstat: 87 % busy with four).
+# Their output follows the rest's. The rest: six workers, each test file on one of them (module
+# fixtures stay shared); tests wait on subprocesses part of the time, and more workers than cores
+# keep the two busy (vmstat: 87 % busy with four). The rest on this VM, 2026-12-03: 543 and 569 s
+# with four workers, 510 s with five, 504 s with six.
 # Files start in the order tests/conftest.py gives (longest first); xdist would otherwise
 # reorder them by their number of tests.
 # A background command of a non-interactive shell ignores Ctrl-C: the Ray tests' Python restores
@@ -43,7 +44,7 @@ test: lint browser
 	$(BIN)/python -c "import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); \
 		os.execv(sys.executable, [sys.executable, '-m', 'pytest', 'tests/test_distributed.py'])" \
 		> $$ray_log 2>&1 & ray=$$!; \
-	nice -n 10 $(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder \
+	nice -n 10 $(BIN)/python -m pytest -n 6 --dist loadfile --no-loadscope-reorder \
 		--ignore=tests/test_distributed.py; rest=$$?; \
 	wait $$ray; ray_status=$$?; \
 	echo "--- tests/test_distributed.py (Ray), run beside the rest:"; cat $$ray_log; rm -f $$ray_log; \

@@ -46,8 +46,8 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
 
 
 # Longest files first (seconds measured here, four workers on two cores, 2026-12-03 18:44 UTC,
-# the sum of each file's tests among the 80 slowest): `make test` runs four workers that each
-# take whole files (`-n 4 --dist loadfile --no-loadscope-reorder`: xdist keeps this order instead
+# the sum of each file's tests among the 80 slowest): `make test` runs six workers that each
+# take whole files (`-n 6 --dist loadfile --no-loadscope-reorder`: xdist keeps this order instead
 # of its own by number of tests), and a long file started last leaves one worker running minutes
 # after the others have finished. (`make test` runs test_distributed.py beside them, at a higher
 # priority.)
