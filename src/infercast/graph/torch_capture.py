@@ -146,6 +146,8 @@ def _broadcast(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.
         shape = torch.broadcast_shapes(*(t.shape for t in tensors))
     except RuntimeError:
         return None  # PyTorch raises the error a user should see
+    # operator.iadd / isub / imul / itruediv, or a tensor method such as add_ (of the element-wise
+    # names, only the in-place operators start with an i)
     in_place = op.startswith("i") or (op.endswith("_") and not op.startswith("_"))
     if in_place:
         first = args[0]

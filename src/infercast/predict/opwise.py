@@ -326,9 +326,9 @@ class OpWise(Described):
         model_folds = np.arange(len(models)) % folds
         cv_folds = model_folds
         if groups is not None:
-            cv_folds = np.empty(len(models), dtype=np.int64)
             from sklearn.model_selection import GroupKFold
 
+            cv_folds = np.empty(len(models), dtype=np.int64)
             splitter = GroupKFold(n_splits=min(self.n_folds, group_of.nunique()))
             for fold, (_, held) in enumerate(splitter.split(models, groups=group_of)):
                 cv_folds[held] = fold
