@@ -14,7 +14,7 @@ from infercast.predict.devices.tflite_gpu import PHONES
 from infercast.predict.devices.tflite_gpu import op_rows as gpu_op_table
 from infercast.predict.devices.usc import family
 
-__all__ = ["GPU_DEVICES", "e2e_table", "family", "gpu_op_table"]
+__all__ = ["GPU_DEVICES", "e2e_noise", "e2e_table", "family", "gpu_op_table"]
 
 GPU_DEVICES = PHONES
 
@@ -27,3 +27,11 @@ def e2e_table(folder: str | Path) -> pd.DataFrame:
     table = raw[means] / 1e3
     table.columns = [c.removesuffix("|mean") for c in means]
     return table.join(raw[["FLOPS", "size"]])
+
+
+def e2e_noise(folder: str | Path) -> pd.DataFrame:
+    """Run-to-run noise of each end-to-end latency: the authors' standard deviation over their
+    repeated runs divided by the mean; columns as ``e2e_table``'s, index the model."""
+    raw = pd.read_csv(Path(folder) / "tflite_cnn_e2e.csv").set_index("model")
+    means = [c for c in raw.columns if c.endswith("|mean")]
+    return pd.DataFrame({c.removesuffix("|mean"): raw[c[: -len("mean")] + "std"] / raw[c] for c in means})
