@@ -182,3 +182,51 @@ def test_campaign_takes_sentinel_passes_and_resumes_their_count(tmp_path) -> Non
     assert measured.returncode == 0, measured.stderr
     result = json.loads(measured.stdout)[0]
     assert result["ci_low_ms"] <= result["within_ci_low_ms"] and result["session_spread"] > 0
+
+
+def test_steady_latency_undoes_a_fast_phase_of_the_host(tmp_path) -> None:
+    """The host runs every model 20 % fast for a while (this VM did, for minutes): the passes
+    around a measurement carry that, and ``steady_ms`` brings it and its op rows back to the
+    host's usual speed. A 1 ms sentinel reading 8 % off in one pass, as noisy small ones do, barely
+    moves the correction: each sentinel weighs by the inverse square of its typical cv."""
+    from infercast.datasets import store_tables
+
+    def pass_of(campaign: str, index: int, factor: float, small_off: float = 1.0) -> None:
+        for name, usual in USUAL_MS.items():
+            reading = _reading(usual * factor * (small_off if name == "small" else 1.0))
+            cv = 0.08 if name == "small" else 0.01
+            reading = replace(reading, low_ms=reading.median_ms, cv=cv)
+            store.add_sentinel(PLATFORM.id, campaign, index, name, name, reading)
+
+    def measured(config: str, campaign: str, low_ms: float) -> None:
+        row = replace(
+            _reading(low_ms),
+            config_id=config,
+            low_ms=low_ms,
+            ops=[{"op_type": "conv", "kernel": "k0", "fused_ops": ["Conv"], "latency_ms": low_ms * 0.9}],
+        )
+        store.add_measurement(PLATFORM.id, campaign, row)
+
+    with Store(tmp_path / "drift.db") as store:
+        store.add_platform(PLATFORM)
+        store.add_configs([{"id": c, "model": f"space:{c}"} for c in ("usual", "fast", "untimed")])
+        pass_of("monday", 0, 1.0)
+        measured("usual", "monday", 10.0)
+        pass_of("monday", 1, 1.0)
+        pass_of("tuesday", 0, 0.8, small_off=1.08)
+        measured("fast", "tuesday", 8.0)  # a 10 ms model read 20 % fast
+        pass_of("tuesday", 1, 0.8)
+        pass_of("wednesday", 0, 1.0)
+        pass_of("wednesday", 1, 1.0)
+        measured("untimed", "no-sentinels", 9.0)
+        frame = store.measurements().set_index("config_id")
+        ops, e2e = store_tables(store, PLATFORM.id, "steady_ms")
+    assert frame.at["usual", "steady_ms"] == pytest.approx(10.0, rel=1e-3)
+    # the noisy small sentinel read 8 % off: weighed by cv it moves the effect by 0.1 %, not 2.6 %
+    assert frame.at["fast", "host_effect"] == pytest.approx(math.log(0.8), abs=0.003)
+    assert frame.at["fast", "steady_ms"] == pytest.approx(10.0, rel=0.005)
+    assert frame.at["untimed", "host_effect"] == 0.0  # a campaign without passes is left as read
+    assert frame.at["untimed", "steady_ms"] == 9.0
+    steady_ops = ops.set_index("model")["latency_ms"]
+    assert steady_ops["fast"] == pytest.approx(frame.at["fast", "steady_ms"] * 0.9, rel=1e-9)
+    assert e2e.set_index("model").at["fast", "latency_ms"] == frame.at["fast", "steady_ms"]

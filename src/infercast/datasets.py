@@ -28,7 +28,8 @@ from infercast.predict.optable import ALGORITHM, SHAPE_COLUMNS
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 
-LATENCY_STATS = ("low_ms", "median_ms", "mean_ms", "p10_ms", "p90_ms")
+# steady_ms: low_ms at the host's usual speed, by the campaign's sentinel passes (store.drift)
+LATENCY_STATS = ("low_ms", "median_ms", "mean_ms", "p10_ms", "p90_ms", "steady_ms")
 KERNEL_SPACE = "kernels"  # space.kernels.Kernels.name: datasets reads stores, not spaces
 
 
@@ -146,10 +147,12 @@ def store_tables(
 
     Each stored op row is one executed kernel; rows that computed nothing of the original graph
     (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
-    string. With no op profiles on the platform the op table is empty."""
+    string. With ``steady_ms`` the op rows are brought to the host's usual speed by their
+    measurement's ``host_effect``, as its end-to-end latency is. With no op profiles on the
+    platform the op table is empty."""
     columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", ALGORITHM, "latency_ms"]
-    measured = store.measurements(platform_id)
-    measured = measured.sort_values("id").drop_duplicates("config_id", keep="last")
+    every = store.measurements(platform_id)
+    measured = every.sort_values("id").drop_duplicates("config_id", keep="last")
     e2e = pd.DataFrame({"model": measured["config_id"], "latency_ms": measured[latency_stat]}).reset_index(
         drop=True
     )
@@ -165,6 +168,9 @@ def store_tables(
     latest = ops.groupby("config_id")["measurement_id"].transform("max")
     ops = ops[ops["measurement_id"] == latest]
     ops["model"] = ops["config_id"]
+    if latency_stat == "steady_ms":
+        effect = ops["measurement_id"].map(every.set_index("id")["host_effect"]).fillna(0.0)
+        ops["latency_ms"] = ops["latency_ms"] * np.exp(-effect.to_numpy(dtype=np.float64))
     ops["n_ops"] = ops["fused_ops"].map(len)
     ops["kernel"] = ops["kernel"].astype(str)
     return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e
