@@ -211,7 +211,8 @@ def run_demo(
                 "predicted_ms": p["latency_ms"],
                 "interval": p["latency_ms_interval"],
                 "routes_ms": {r["route"]: r["latency_ms"] for r in p["routes"]},
-                "measured_ms": m.get("low_ms"),
+                # what the predictor learned: low_ms at the host's usual speed
+                "measured_ms": m.get("steady_ms", m.get("low_ms")),
                 "predicted_memory_mb": p["peak_memory_mb"],
                 "measured_memory_mb": bytes_to_mb(m.get("peak_memory_bytes")) or None,
                 "ood": p["ood"],

@@ -62,7 +62,7 @@ def train(
     db: str | Path,
     out: str | Path,
     platform: str | None = None,
-    latency_stat: str = "low_ms",
+    latency_stat: str = "steady_ms",
     test_size: float = 0.2,
     seed: int = 0,
     opwise: bool = True,
@@ -71,7 +71,11 @@ def train(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Train on a store's measurements of one platform, hold out ``test_size`` (stratified by batch
-    × depth tier), score the held-out configs, and write the predictor directory ``out``."""
+    × depth tier), score the held-out configs, and write the predictor directory ``out``.
+
+    ``latency_stat``: what the predictor learns; by default ``steady_ms``, the fastest round's
+    median at the host's usual speed (by the campaigns' sentinel passes, ``store.drift``), so
+    campaigns taken while the host ran fast or slow teach the same latency."""
     tell = progress or (lambda message: None)
     check_output_dir(out)
     with Store(db, readonly=True) as store:

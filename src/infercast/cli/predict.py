@@ -45,7 +45,10 @@ def train(
         None, "--platform", help="platform id (or prefix); optional with one"
     ),
     latency_stat: str = typer.Option(
-        "low_ms", "--latency-stat", help="low_ms, median_ms, mean_ms, p10_ms, p90_ms"
+        "steady_ms",
+        "--latency-stat",
+        help="steady_ms (low_ms at the host's usual speed, by the campaigns' sentinel passes), "
+        "low_ms, median_ms, mean_ms, p10_ms or p90_ms",
     ),
     test_size: float = typer.Option(0.2, "--test-size", help="share of configs held out to score"),
     seed: int = typer.Option(0, "--seed"),

@@ -165,11 +165,13 @@ _SESSION_FIGURES = (
     "session_spread",
     "contended",
     "contended_reason",
+    "host_effect",
+    "steady_ms",
 )
 
 
 def _session_figures(record: Any) -> dict[str, Any]:
-    """A stored measurement's session CI (``store.drift``) and contention flag."""
+    """A stored measurement's session CI (``store.drift``), contention flag and steady latency."""
     return {name: to_python(record[name]) for name in _SESSION_FIGURES}
 
 
