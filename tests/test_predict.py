@@ -591,6 +591,38 @@ def test_fusion_rules_match_what_onnx_runtime_fuses(level: str) -> None:
         assert any(sorted(r["fused_ops"]) == ["Add", "Conv", "Relu"] for r in rows)
 
 
+class _SwishProbe(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x) + 1.0  # the add keeps the swish out of the convolution's kernel
+        return y * torch.sigmoid(y)
+
+
+def test_a_swish_kernel_counts_the_ops_onnx_runtime_profiles() -> None:
+    """ONNX Runtime runs x · sigmoid(x) as one kernel whose profile row holds Sigmoid and Mul; the
+    captured graph's one swish node counts as those two ops, so the kernel regressors see the
+    n_ops they learned from profiles."""
+    from infercast.graph import capture
+    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measure.ops import profile_ort
+    from infercast.models import load_model
+    from infercast.predict.fusion import TFLITE, kernel_table, rules_for
+
+    loaded = load_model(_SwishProbe().eval(), (1, 3, 16, 16))
+    backend = OrtCpuBackend(opt_level="all")
+    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
+    rows = profile_ort(onnx_bytes(loaded), backend.session_options(), backend.providers, feed, 2)
+    swish_rows = [r for r in rows if "Sigmoid" in r["fused_ops"]]
+    assert len(swish_rows) == 1 and sorted(swish_rows[0]["fused_ops"]) == ["Mul", "Sigmoid"]
+    graph = capture(loaded.module, loaded.input_shape)
+    for rules, n_ops in ((rules_for("ort-cpu", {"opt_level": "all"}), 2), (TFLITE, 1)):
+        table = kernel_table(graph, rules)
+        assert table.loc[table["op_type"] == "act", "n_ops"].tolist() == [n_ops]
+
+
 def test_the_blocked_layout_rule_is_what_onnx_runtimes_optimiser_does() -> None:
     from infercast.measure.backends.ort_cpu import nchwc_block, optimiser_blocks
     from infercast.predict.fusion import ort_blocks
