@@ -24,8 +24,9 @@ the sentinel's median log reading over all passes of the platform.
 - **steady latency** ``steady_ms = low_ms · e^(−h)``: a measurement at the host's usual speed.
   ``h`` (``host_effect``) is how much slower than usual the host ran when the measurement was
   taken: its campaign's pass effects on ``low_ms``, each sentinel weighted by the inverse square
-  of its typical coefficient of variation (a 1 ms sentinel reading ±7 % round to round would
-  otherwise move the effect of every pass), linear in time between the passes around it. This
+  of its typical coefficient of variation (the ~1.4 ms sentinel's rounds scatter 3–11 % on this
+  VM and would otherwise move the effect of every pass), linear in time between the passes
+  around it. This
   host sped up or slowed down every model alike by up to 19 % for minutes at a time (36
   networks measured in two campaigns 18 minutes apart: ``low_ms`` 18.8 % apart at the median,
   the ratio's spread over the networks 1.5 %); ``steady_ms`` put them 0.6 % apart.
