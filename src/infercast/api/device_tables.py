@@ -3,7 +3,8 @@
     python -m infercast.api.device_tables --usc ../shared/data/usc-mobile \\
         --nb201 ../shared/data/nb201-latency/nb201_latency.csv
     python -m infercast.api.device_tables --host-db runs.db --host-name epyc-2core/ort-cpu \\
-        --host-campaign resnets224 --host-campaign mobile224 --host-kernels kernels-v2
+        --host-campaign resnets224 --host-campaign mobile224 --host-kernels kernels-v4 \\
+        --host-kernels kernels-grouped
 
 usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False``, 224×224; about
 30 s), computes its device features and keeps its family and the mean latency of each of the 90
@@ -89,7 +90,7 @@ def nb201_feature_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def host_tables(
-    db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "low_ms"
+    db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "steady_ms"
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """One measured host's shipped rows: its design-space configs (``model`` = config id, its
     ``space``, predictor features, device features, ``latency_ms``), their op rows and the kernel
@@ -205,11 +206,19 @@ def main() -> None:
     parser.add_argument("--host-name", default="epyc-2core/ort-cpu", help="the device name it ships as")
     parser.add_argument("--host-campaign", action="append", default=[], help="a design-space campaign")
     parser.add_argument("--host-kernels", action="append", default=[], help="a kernel campaign")
+    parser.add_argument(
+        "--host-latency-stat",
+        default="steady_ms",
+        help="what the host's rows hold (steady_ms: low_ms at the host's usual speed, as train learns)",
+    )
     args = parser.parse_args()
     if args.host_db:
         if not args.host_campaign:
             parser.error("--host-db needs at least one --host-campaign (design-space profiles)")
-        write_host(args.host_name, *host_tables(args.host_db, args.host_campaign, args.host_kernels))
+        write_host(
+            args.host_name,
+            *host_tables(args.host_db, args.host_campaign, args.host_kernels, args.host_latency_stat),
+        )
         ort_cpu.ship(args.host_name)
     if args.usc:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
