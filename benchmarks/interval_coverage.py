@@ -67,8 +67,8 @@ def cpu(db: str, campaigns: list[str], real: str, work: Path, seed: int) -> list
     opwise = OpWise.load(folder / "opwise")
     platform_id = blend.metadata["platform"]["id"]
     with Store(db, readonly=True) as store:
-        data = training_data(store, platform_id, "low_ms", campaigns)
-        ops, e2e = store_tables(store, platform_id, "low_ms")
+        data = training_data(store, platform_id, blend.info.latency_stat, campaigns)
+        ops, e2e = store_tables(store, platform_id, blend.info.latency_stat)
         measured = store.measurements(platform_id)
     seen = set(blend.metadata["training"]["train_config_ids"])
     held = np.array([c not in seen for c in data.config_ids])
@@ -102,7 +102,7 @@ def cpu(db: str, campaigns: list[str], real: str, work: Path, seed: int) -> list
         )
     networks = measured[measured["campaign"] == real].drop_duplicates("model").set_index("model")
     results = {r["model"]: r for r in predict_models(folder, list(networks.index))}
-    truth = networks["low_ms"].to_numpy()
+    truth = networks[blend.info.latency_stat].to_numpy()  # what the predictor learned
     for route, key, plain_q in (
         ("cascade blend", None, latency.plain_q),
         ("op-wise", "opwise", opwise.calibration_.plain_q),

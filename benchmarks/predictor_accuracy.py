@@ -50,7 +50,7 @@ HEADER = ["| predictor | n | R² | MAPE | ±10 % | Spearman | 90 % coverage |", 
 def held_out(folder: Path, db: str, campaigns: list[str]) -> tuple[list[str], dict[str, Any]]:
     blend = CascadeBlend.load(folder)
     with Store(db) as store:
-        data = training_data(store, blend.metadata["platform"]["id"], "low_ms", campaigns)
+        data = training_data(store, blend.metadata["platform"]["id"], blend.info.latency_stat, campaigns)
     seen = set(blend.metadata["training"]["train_config_ids"])
     keep = np.array([c not in seen for c in data.config_ids])
     spaces = np.array([str(m).split("?")[0] for m in data.models])
@@ -74,8 +74,8 @@ def learning_curve(folder: Path, db: str, campaigns: list[str], seed: int) -> li
     blend = CascadeBlend.load(folder)
     platform_id = blend.metadata["platform"]["id"]
     with Store(db) as store:
-        data = training_data(store, platform_id, "low_ms", campaigns)
-        ops, e2e = store_tables(store, platform_id)
+        data = training_data(store, platform_id, blend.info.latency_stat, campaigns)
+        ops, e2e = store_tables(store, platform_id, blend.info.latency_stat)
     seen = set(blend.metadata["training"]["train_config_ids"])
     profiled = set(ops["model"])
     train_ids = sorted(seen & profiled)
@@ -117,8 +117,9 @@ def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
     predicted = {r["model"]: r for r in predict_models(folder, models)}
     flops = {t: blend.baselines_["latency"][t] for t in ("flops", "loglinear")}
     x = pd.DataFrame([json.loads(a.loc[m, "features"]) for m in models]).assign(threads=1.0)
-    truth = a.loc[models, "low_ms"].to_numpy()
-    again = b.loc[models, "low_ms"].to_numpy()
+    # the statistic the predictor learned (train's default: steady_ms)
+    truth = a.loc[models, blend.info.latency_stat].to_numpy()
+    again = b.loc[models, blend.info.latency_stat].to_numpy()
     routes = {
         "CascadeBlend": np.array([predicted[m]["latency_ms"] for m in models]),
         "OpWise": np.array([predicted[m]["opwise"]["latency_ms"] for m in models]),
@@ -149,7 +150,7 @@ def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
         )
     summary = [
         f"Real networks: {len(models)} pytorchcv models (1×3×224×224), never in training; truth = campaign "
-        f"`{real_a}` (`low_ms`), noise = |`{real_b}` − `{real_a}`| / `{real_a}`.",
+        f"`{real_a}` (`{blend.info.latency_stat}`), noise = |`{real_b}` − `{real_a}`| / `{real_a}`.",
         "",
         "| route | median abs. error | ±10 % | Spearman | median error / median noise |",
         "|---|---|---|---|---|",

@@ -105,6 +105,8 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     x = feature_frame(data, info.platform.settings)
     predicted = blend.predict(x)
     out = data.reset_index(drop=True)
+    # scored on the statistic it learned (train's default: steady_ms, low_ms at the usual speed)
+    out["latency_ms"] = out[info.latency_stat].to_numpy(dtype=float)
     # an adapted predictor's intervals have one width: nothing to explain
     out["interval_note"] = predicted["interval_note"].to_numpy() if "interval_note" in predicted else ""
     scores = blend.evaluate(x, out[[TARGETS[t] for t in blend.stages_]])
