@@ -55,11 +55,12 @@ def k_configs(n: int, seed: int) -> list[str]:
     ]
 
 
-def campaign_low_ms(db: str, campaign: str) -> dict[str, float]:
+def campaign_latency(db: str, campaign: str) -> dict[str, float]:
+    """Each model's ``steady_ms`` in ``campaign``: what ``adapt_device`` learns by default."""
     with Store(db, readonly=True) as store:
         measured = store.measurements()
     rows = measured[measured["campaign"] == campaign].drop_duplicates("model", keep="last")
-    return dict(zip(rows["model"], rows["low_ms"].astype(float), strict=True))
+    return dict(zip(rows["model"], rows["steady_ms"].astype(float), strict=True))
 
 
 def main() -> None:
@@ -75,7 +76,7 @@ def main() -> None:
     measure(
         k_configs(max(KS), args.seed), db=args.db, campaign=args.k_campaign, protocol=PROTOCOL, energy=False
     )
-    real_a, real_b = campaign_low_ms(args.db, args.real_a), campaign_low_ms(args.db, args.real_b)
+    real_a, real_b = campaign_latency(args.db, args.real_a), campaign_latency(args.db, args.real_b)
     models = [m for m in real_a if m in real_b]
     truth = np.array([real_a[m] for m in models])
     noise = np.abs(np.array([real_b[m] for m in models]) - truth) / truth
@@ -91,7 +92,7 @@ def main() -> None:
             shipped["latency_ms_high"].to_numpy(),
         )
     }
-    measured = campaign_low_ms(args.db, args.k_campaign)
+    measured = campaign_latency(args.db, args.k_campaign)
     every = shipped_sources()
     pools = {"every shipped device": every, "the phones' settings only": {n: every[n] for n in usc.names()}}
     chosen: dict[str, str] = {}
@@ -126,7 +127,7 @@ def main() -> None:
         f"machine; k configs of carb-resnet and mobile-nas at 224² measured here (campaign "
         f"`{args.k_campaign}`, round 0.15 s, ≥ 5 rounds, cap 4 s), `adapt_device` (`infercast adapt "
         f"--db DB --k K`); {len(models)} real networks measured here, never adapted on (truth "
-        f"`{args.real_a}` `low_ms`; re-measurement noise |`{args.real_b}` − `{args.real_a}`|: median "
+        f"`{args.real_a}` `steady_ms`; re-measurement noise |`{args.real_b}` − `{args.real_a}`|: median "
         f"{np.median(noise):.1%}, {np.mean(noise <= 0.1):.0%} within ±10 %).",
         "",
         "| predictor | source chosen | ±10 % | median abs. error | Spearman | 90 % coverage |",

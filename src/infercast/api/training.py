@@ -449,7 +449,7 @@ def adapt_device(
     selection: str = "spread",
     seed: int = 0,
     campaigns: list[str] | None = None,
-    latency_stat: str = "low_ms",
+    latency_stat: str = "steady_ms",
 ) -> dict[str, Any]:
     """Few-shot adaptation from the shipped devices: ``k`` of the platform's measured networks
     (``db import`` or a campaign) choose the nearest shipped device — among the hosts of the
@@ -501,7 +501,13 @@ def adapt_device(
         }
     metadata = {
         "platform": PlatformInfo.from_row(chosen).to_meta(),
-        "training": {"db": str(db), "k": k, "selection": selection, "measured": data.models[picked].tolist()},
+        "training": {
+            "db": str(db),
+            "latency_stat": latency_stat,
+            "k": k,
+            "selection": selection,
+            "measured": data.models[picked].tolist(),
+        },
     }
     model.save(out, metadata)
     return {
