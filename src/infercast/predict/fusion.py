@@ -45,9 +45,9 @@ class FusionRules:
     # ONNX Runtime's NCHWc channel block on the machine; 0: no blocked layout, one algorithm
     nchwc_block: int = 0
     # the ops a swish node (x · sigmoid(x), one node of a captured graph) counts as in a kernel's
-    # ``n_ops``: the backend's profiler reports the ONNX export's Sigmoid and Mul (two), which
-    # ONNX Runtime runs as one QuickGelu kernel; counted as one, the kernel regressors priced
-    # MixNet-S's swish kernels 5× too cheap (1.1 ms against 5.3 measured)
+    # ``n_ops``: the ONNX export writes Sigmoid and Mul, and ONNX Runtime's profiler reports both
+    # (at ``all`` in one QuickGelu kernel); counted as one, the kernel regressors priced swish
+    # like a ReLU, and MixNet-S's activation kernels summed to 1.1 ms against 5.3 ms measured
     swish_ops: int = 1
 
 
