@@ -5,8 +5,8 @@ the op-wise route adds up kernels seen in other networks, Σ cost × work adds u
 at fitted rates) fail on different networks, and in log space their mean cancels part of each
 one's error. Chosen on training configs alone (benchmarks/host_card.py, RESULTS.md "Host CPU"):
 with a whole design space held out, the mean of the three had the lowest worst-case median error
-of the routes whose interval held (Σ cost × work alone, once it learnt from kernel networks, had a
-lower error, but its interval covered 73 % of a held-out design space; the mean's 98 %).
+of the routes whose interval held (op-wise and Σ cost × work alone had lower errors, but their
+intervals covered 47 % and 38 % of a held-out design space; the mean's 98 %).
 """
 
 from __future__ import annotations

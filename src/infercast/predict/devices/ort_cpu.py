@@ -22,10 +22,10 @@ latency is their geometric mean. Their errors have different causes (the blend f
 like the training ones; the op-wise route adds up kernels it has seen in other networks; Σ cost ×
 work adds up the network's work at fitted rates), and the choice was made on the training configs
 alone (benchmarks/host_card.py, RESULTS.md "Host CPU"): with either design space held out
-entirely, the three-route mean's worst median error is 13.0 % (the blend 46.1 %, the op-wise route
-73.8 %, the two-route mean 19.0 %); Σ cost × work alone has a lower one (10.9 %) since it learns
-from the kernel networks, but its interval covered 73 % of the held-out ``mobile-nas`` configs,
-where the mean's (the span of the three routes' intervals) covered 98 %. A graph any route finds
+entirely, the three-route mean's worst median error is 15.8 % (the blend 29.9 %, the two-route
+mean 20.5 %); the op-wise route and Σ cost × work alone have lower ones (8.6 %, 8.4 %), but their
+intervals covered 47 % and 38 % of the held-out ``mobile-nas`` configs, where the mean's (the span
+of the three routes' intervals) covered 98 %. A graph any route finds
 unusual is ``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
 features with a closed form for a million candidates.
 """
