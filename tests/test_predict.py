@@ -195,6 +195,28 @@ def test_a_log_estimate_joins_the_trend_and_is_followed_beyond_the_training_rang
     pd.testing.assert_frame_equal(given.predict(beyond), again.predict(beyond))
 
 
+def test_a_network_the_estimate_finds_slow_follows_it_where_flops_explained_the_training_configs(
+    table,
+) -> None:
+    """On design-space configs FLOPs explain latency better than a noisy op-wise estimate does; a
+    real network whose kernels run 3× slower than its FLOPs say, which only the estimate sees,
+    must still be predicted 3× slower: the estimate is the trend's offset, not one more regressor
+    whose coefficient the training configs shrink."""
+    x, y = table
+    x, y = x.iloc[:500].reset_index(drop=True), y.iloc[:500].reset_index(drop=True)
+    rng = np.random.default_rng(7)
+    latency = y["latency_ms"].to_numpy()
+    with_estimate = x.assign(log_estimate=np.log(latency) + rng.normal(0, 0.15, len(y)))
+    train, test = stratified_split(x, 0.25, seed=0)
+    given = CascadeBlend(**SMALL, order=("latency",), estimates=("log_estimate",))
+    given.fit(with_estimate.iloc[train], y.iloc[train])
+    assert given.stages_["latency"].trend[-1] == 1.0
+    held = with_estimate.iloc[test]
+    slow = held.assign(log_estimate=held["log_estimate"] + np.log(3.0))
+    ratio = given.predict(slow, ood="none")["latency_ms"] / given.predict(held, ood="none")["latency_ms"]
+    assert ratio.median() > 2.5
+
+
 TINY = {"order": ("memory", "latency"), "n_estimators": 30, "forest_estimators": 10, "n_folds": 2}
 
 

@@ -8,8 +8,8 @@ earlier stages' log predictions as features):
    paper): trees cannot extrapolate, so a config larger than any seen would otherwise be
    predicted as the largest one seen — with the trend it follows the trend's slope. Another
    predictor's log estimate of the target (``estimates``: the op-wise route's ``log_opwise_ms``)
-   joins that trend and the features, so the trees learn where it errs and a network unlike the
-   training ones still follows it;
+   is the trend's offset (coefficient 1; the log-linear terms fit what it leaves) and a feature,
+   so the trees learn where it errs and a network unlike the training ones still follows it;
 2. their out-of-fold predictions (folds stratified by batch tier × depth tier, as in the paper)
    choose the blend weights by least squares constrained to be non-negative and sum to 1;
 3. a small LightGBM **residual corrector** for small batches (``batch <= small_batch``, where
@@ -624,6 +624,10 @@ def _calibrate_fast(
     stage.fast_q, stage.fast_beta = [float(q) for q in quantiles], float(beta)
 
 
+# the trend's own columns: 1, log FLOPs, log params, log bytes moved
+_BASE_TREND = 4
+
+
 def _design(x: np.ndarray, index: list[int]) -> np.ndarray:
     """``[1, log FLOPs, log params, log bytes moved, *log estimates]``: the log-linear trend the
     trees refine (indices beyond the first four are columns already in log space)."""
@@ -638,10 +642,16 @@ def _design(x: np.ndarray, index: list[int]) -> np.ndarray:
 
 
 def _trend(design: np.ndarray, y: np.ndarray, detrend: bool) -> np.ndarray:
+    """The trend's coefficients. Log estimates (the columns after ``_BASE_TREND``) are an offset,
+    their mean taken with coefficient 1, and the log-linear terms fitted to what it leaves: a free
+    coefficient let the trend lean partly on FLOPs and parameters instead, a mix learnt on design-
+    space configs that moved real networks away from an estimate that was right for them."""
     if not detrend:
         return np.zeros(design.shape[1])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    return coef
+    n_estimates = design.shape[1] - _BASE_TREND
+    offset = design[:, _BASE_TREND:].mean(axis=1) if n_estimates else np.zeros(len(design))
+    coef, *_ = np.linalg.lstsq(design[:, :_BASE_TREND], y - offset, rcond=None)
+    return np.concatenate([coef, np.full(n_estimates, 1.0 / max(n_estimates, 1))])
 
 
 def _matrix(x: pd.DataFrame, names: list[str]) -> np.ndarray:
