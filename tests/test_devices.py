@@ -34,7 +34,7 @@ from infercast.predict.devices import (
     usc,
 )
 from infercast.predict.devices.common import data_digest
-from infercast.predict.devices.features import DEVICE_FEATURES
+from infercast.predict.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predict.devices.physical import PhysicalLatency
 from infercast.predict.errors import PredictorError
 from infercast.store import Store
@@ -650,6 +650,38 @@ def test_a_graph_that_runs_no_kernel_has_only_the_constant() -> None:
     features = device_features(capture(Halves(), (1, 8, 7, 7)))
     assert features["constant"] == 1 and features["kernels"] == 0
     assert all(value == 0 for name, value in features.items() if name != "constant")
+
+
+def test_a_fully_connected_layer_at_every_position_of_a_map_is_priced_as_a_1x1_convolution() -> None:
+    """ConvNeXt's pointwise layers are fully connected layers on a channels-last map: a matrix
+    product per position, compute-bound like the 1×1 convolution it equals. Only a classifier's
+    one-row product stays `gflops_linear`, the memory-bound kind the training networks have."""
+    from infercast.graph import capture
+    from infercast.predict.devices.features import device_features
+
+    class Head(nn.Module):
+        def __init__(self, mix: nn.Module) -> None:
+            super().__init__()
+            self.stem, self.mix, self.classifier = nn.Conv2d(3, 16, 3), mix, nn.Linear(32, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.classifier(self.mix(self.stem(x)).mean((2, 3)))
+
+    class ChannelsLast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(16, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    pointwise = device_features(capture(Head(ChannelsLast()), (1, 3, 30, 30)))
+    convolution = device_features(capture(Head(nn.Conv2d(16, 32, 1)), (1, 3, 30, 30)))
+    assert pointwise["gflops_conv"] == pytest.approx(convolution["gflops_conv"], rel=1e-9)
+    assert pointwise["gflops_conv"] > 2 * 28 * 28 * 16 * 32 / 1e9
+    assert pointwise["gflops_linear"] == convolution["gflops_linear"] == pytest.approx(2 * 32 * 10 / 1e9)
+    for column in SMALL_KERNEL_FEATURES:
+        assert pointwise[column] == pytest.approx(convolution[column], rel=1e-9), column
 
 
 def test_screen_a_design_space_for_a_phone() -> None:
