@@ -52,3 +52,25 @@ def exhausts_memory():
 
 for factory in (raises, hangs, crashes, exhausts_memory):
     factory.input_shape = (1, 3, 8, 8)
+
+
+class _PointwiseHead(nn.Module):
+    """ConvNeXt's way: a fully connected layer at every position of a channels-last map, then a
+    classifier on the pooled vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.pointwise = nn.Linear(16, 32)
+        self.classifier = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mixed = self.pointwise(self.stem(x).permute(0, 2, 3, 1))
+        return self.classifier(mixed.mean((1, 2)))
+
+
+def pointwise_head():
+    return _PointwiseHead()
+
+
+pointwise_head.input_shape = (1, 3, 12, 12)

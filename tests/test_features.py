@@ -62,3 +62,13 @@ def test_feature_values() -> None:
     assert shares == pytest.approx(1.0)
     expected = graph.flops / (graph.weight_bytes + graph.activation_bytes)
     assert math.isclose(values["arithmetic_intensity"], expected)
+
+
+def test_a_pointwise_layer_over_a_map_counts_as_the_convolution_it_equals() -> None:
+    """ConvNeXt's fully connected layers on a channels-last map are 1×1 convolutions in the
+    feature vector, as in the kernel tables; the classifier stays the one linear op."""
+    from .measure_models import pointwise_head
+
+    values = features(capture(pointwise_head(), pointwise_head.input_shape))
+    assert values["count_conv"] == 2 and values["count_linear"] == 1
+    assert values["flops_share_linear"] == pytest.approx(2 * 32 * 10 / values["flops"])

@@ -188,6 +188,37 @@ def test_torch_per_op_rows_are_one_per_aten_op() -> None:
     assert ops[-1]["op_type"] == "linear" and ops[-1]["c_out"] == 1000
 
 
+@pytest.mark.parametrize("backend", ["ort-cpu", "torch-cpu"])
+def test_a_fully_connected_layer_at_every_position_is_a_1x1_convolution_kernel(backend: str) -> None:
+    """The profiler's row of a pointwise layer on a channels-last map is the 1×1 convolution's (a
+    GEMM over the 144 positions), as the predicted kernel table describes it; the classifier's
+    one-row product stays linear. ONNX Runtime runs the exported MatMul + Add as one Gemm between
+    two Reshapes it inserts: the Gemm is that kernel, the Reshapes compute nothing."""
+    from infercast.graph import capture
+    from infercast.measure import Engine, Item, backends
+    from infercast.predict.fusion import kernel_table, rules_for
+
+    from .measure_models import pointwise_head
+
+    rows: dict[str, list] = {}
+    engine = Engine(backends.get(backend), FAST, op_runs=3)
+    engine.run(
+        [Item("a", model("pointwise_head"))],
+        lambda item, m: rows.__setitem__(item.key, m.ops),
+        lambda *f: pytest.fail(str(f)),
+    )
+    shape = ("op_type", "h_in", "w_in", "c_in", "c_out", "kernel_size", "stride", "groups")
+    measured = [tuple(r.get(c) for c in shape) for r in rows["a"] if r["op_type"] in ("conv", "linear")]
+    pointwise = ("conv", 12, 12, 16, 32, 1, 1, 1)
+    assert pointwise in measured and measured[-1][0] == "linear", measured
+    if backend == "ort-cpu":
+        gemm = next(r for r in rows["a"] if r["op_type"] == "conv" and r["kernel_size"] == 1)
+        assert gemm["fused_ops"] == ["MatMul", "Add"] and gemm["flops"] == 2 * 144 * 16 * 32 + 144 * 32
+        assert all(r["fused_ops"] == [] for r in rows["a"] if r["executed_op"] == "Reshape")
+    predicted = kernel_table(capture(pointwise_head(), pointwise_head.input_shape), rules_for(backend))
+    assert pointwise in [tuple(r) for r in predicted[list(shape)].itertuples(index=False)]
+
+
 def test_a_campaign_past_its_deadline_still_measures_what_it_must_have(tmp_path) -> None:
     (tmp_path / "space.yaml").write_text(E2E_SPACE)
     rows, _ = campaign_rows(str(tmp_path / "space.yaml"), 6, seed=0, stratified=False)

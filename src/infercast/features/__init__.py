@@ -49,7 +49,13 @@ def features(graph: Graph) -> dict[str, float]:
     for node in graph.nodes:
         if node.is_alias:
             continue
-        group = op_group(node.kind)
+        # a pointwise product over a map is a 1×1 convolution, as in the kernel tables
+        pointwise = ops.as_pointwise_conv(
+            node.kind,
+            node.input_shapes[0] if node.input_shapes else None,
+            node.output_shapes[0] if node.output_shapes else None,
+        )
+        group = "conv" if pointwise else op_group(node.kind)
         counts[group] += 1
         group_flops[group] += node.flops
     moved = graph.weight_bytes + graph.activation_bytes

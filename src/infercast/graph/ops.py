@@ -243,6 +243,33 @@ def op_group(kind: str) -> str:
     return "other"
 
 
+def as_pointwise_conv(kind: str, in_shape: Shape | None, out_shape: Shape | None) -> dict[str, int] | None:
+    """A matrix product applied at every position of a map or sequence — ConvNeXt's pointwise
+    layers, fully connected on a channels-last (N, H, W, C) tensor — as the op-table row of the 1×1
+    convolution it equals: ``op_type`` conv, the positions as h × w, the last axes as channels.
+    Each weight is reused once per position, so it runs as compute-bound as that convolution (one
+    GEMM), unlike a classifier's one-row product, which reads every weight once. None for a
+    product on one row per sample and for every other kind."""
+    if kind not in MATMUL_KINDS or not in_shape or not out_shape or len(in_shape) < 3:
+        return None
+    positions = in_shape[1:-1]
+    if math.prod(positions) < 2:
+        return None
+    height, width = positions[0], math.prod(positions[1:])
+    return {
+        "op_type": "conv",
+        "h_in": height,
+        "w_in": width,
+        "c_in": in_shape[-1],
+        "h_out": height,
+        "w_out": width,
+        "c_out": out_shape[-1],
+        "kernel_size": 1,
+        "stride": 1,
+        "groups": 1,
+    }
+
+
 OP_GROUPS: tuple[str, ...] = (
     "conv",
     "dwconv",

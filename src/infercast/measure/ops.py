@@ -21,7 +21,7 @@ import onnx
 
 from infercast.graph import op_group
 from infercast.graph.onnx_capture import capture_onnx
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS, PLAIN_LAYOUT
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS, PLAIN_LAYOUT, as_pointwise_conv
 
 _LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
 # the domain of the nodes ONNX Runtime's optimiser moved into its blocked channel layout
@@ -70,9 +70,19 @@ def kernel_rows(
     graph = _OriginalGraph(original)
     # optimised tensor -> original tensor, filled in execution order (NCHWc nodes rename theirs)
     alias: dict[str, str] = {}
+    original_tensors = set(graph.producer) | {i.name for i in original.graph.input}
     for node in optimized.graph.node:
         if node.op_type == "ReorderInput":
             alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+        elif node.op_type != "Reshape" or node.name in graph.by_name:
+            continue
+        # views ORT inserted: MatMulAddFusion runs an N-d MatMul + Add as a 2-d Gemm between two
+        # Reshapes, the first flattening an original tensor, the second restoring the original
+        # output from the Gemm's
+        elif node.output[0] not in original_tensors:
+            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+        elif node.input[0] not in original_tensors:
+            alias[node.input[0]] = node.output[0]
     rows = []
     for index, node in enumerate(optimized.graph.node):
         absorbed = _absorbed(node, graph, alias)
@@ -94,7 +104,12 @@ def kernel_rows(
         }
         if main is not None:
             row.update(_shape_features(main))
-            if blocked and main.kind in CONV_KINDS and node.domain != NCHWC_DOMAIN:
+            pointwise = as_pointwise_conv(
+                main.kind, _first_shape(main.input_shapes), _first_shape(main.output_shapes)
+            )
+            row.update(pointwise or {})
+            # a GEMM (a pointwise product) runs unblocked as much as a plain-layout convolution
+            if blocked and (pointwise or (main.kind in CONV_KINDS and node.domain != NCHWC_DOMAIN)):
                 row["algorithm"] = PLAIN_LAYOUT
         rows.append(row)
     return rows
@@ -153,6 +168,10 @@ def _absorbed(node: onnx.NodeProto, graph: _OriginalGraph, alias: dict[str, str]
     """Original nodes between the executed node's inputs and outputs, in original order."""
     if node.op_type in _LAYOUT_OPS:
         return []  # converts between layouts: computes nothing of the original graph
+    if node.op_type == "Reshape" and alias.get(node.output[0], node.output[0]) == alias.get(
+        node.input[0], node.input[0]
+    ):
+        return []  # one of the views above: the same tensor in and out
     if node.name.endswith("_nchwc"):
         absorbed, tensor = _nchwc_absorbed(node, graph)
         alias[node.output[0]] = tensor
@@ -187,9 +206,13 @@ def _walk(frontier: list[onnx.NodeProto], stop: set[str], graph: _OriginalGraph)
     return seen
 
 
+def _first_shape(shapes: Any) -> tuple[int, ...]:
+    return tuple(shapes[0]) if shapes else ()
+
+
 def _shape_features(node: Any) -> dict[str, Any]:
-    inp = node.input_shapes[0] if node.input_shapes else ()
-    out = node.output_shapes[0] if node.output_shapes else ()
+    inp = _first_shape(node.input_shapes)
+    out = _first_shape(node.output_shapes)
 
     def spatial(shape: tuple[int, ...], axis: int) -> int | None:
         return shape[axis] if len(shape) > axis else None
@@ -248,6 +271,10 @@ def torch_rows(events: list[Any], per_run: int) -> list[dict[str, Any]]:
             )
         elif kind == "linear" and len(shapes) > 1:
             row.update(c_in=x[-1], c_out=shapes[1][0], h_in=None, w_in=None)
+            pointwise = as_pointwise_conv(kind, tuple(x), (*x[:-1], shapes[1][0]))
+            if pointwise is not None:
+                row.update(pointwise)
+                kind = "conv"
         elif kind == "adaptive_avg_pool" and args and isinstance(args[1], list) and args[1] == [1, 1]:
             kind = "global_pool"
         row["op_type"] = op_group(kind)

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from infercast.graph import Graph, op_group
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, PLAIN_LAYOUT, is_alias, kind_of
+from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, PLAIN_LAYOUT, as_pointwise_conv, is_alias, kind_of
 from infercast.predict.optable import ALGORITHM, REQUIRED_OP_COLUMNS, SHAPE_COLUMNS
 
 _CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
@@ -191,6 +191,9 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
                 or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
             )
         )
+        pointwise = as_pointwise_conv(node.kind, inp, out)
+        if pointwise is not None:  # a GEMM, not a blocked convolution
+            plain = rules.nchwc_block > 0
         rows.append(
             {
                 "model": model or graph.name,
@@ -209,6 +212,7 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
                 "bytes": node.bytes_read + node.bytes_written,
                 "n_ops": rules.swish_ops if node.kind == "swish" else 1,
                 ALGORITHM: PLAIN_LAYOUT if plain else "",
+                **(pointwise or {}),
             }
         )
     # a graph of data movement alone (a split, a reshape) runs no kernel: still the same columns

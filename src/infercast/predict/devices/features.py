@@ -57,14 +57,6 @@ def device_features(graph: Graph) -> dict[str, float]:
     table = kernel_table(graph, TFLITE, model=graph.name)
     op = table["op_type"].to_numpy()
     flops = table["flops"].to_numpy(dtype=np.float64)
-    # A fully connected layer on many rows (ConvNeXt's pointwise layers, one row per position of
-    # the map) reuses each weight once per row: a matrix product as compute-bound as a 1×1
-    # convolution. On one row (a classifier) it reads each weight once and is bound by memory, and
-    # that is the only kind the training networks have: priced at their rate, a ConvNeXt's 8
-    # GFLOPs of pointwise layers cost nothing.
-    weights = (2 * table["c_in"] * table["c_out"]).to_numpy(dtype=np.float64)
-    rows = np.divide(flops, weights, out=np.zeros_like(flops), where=weights > 0)
-    kind = np.where((op == "linear") & (np.rint(rows) >= 2), "conv", op)
     out_elements = (table["h_out"].fillna(1) * table["w_out"].fillna(1) * table["c_out"].fillna(1)).to_numpy(
         dtype=np.float64
     )
@@ -75,10 +67,10 @@ def device_features(graph: Graph) -> dict[str, float]:
     weights_mb = graph.weight_bytes / 1e6
     moved_mb = table["bytes"].to_numpy(dtype=np.float64)[own_kernel].sum() / 1e6
     values = {
-        "gflops_conv": flops[kind == "conv"].sum() / 1e9,
+        "gflops_conv": flops[op == "conv"].sum() / 1e9,
         "gflops_dwconv": flops[op == "dwconv"].sum() / 1e9,
         "gflops_gconv": flops[op == "gconv"].sum() / 1e9,
-        "gflops_linear": flops[kind == "linear"].sum() / 1e9,
+        "gflops_linear": flops[op == "linear"].sum() / 1e9,
         "mops_pool": flops[np.isin(op, _POOLS)].sum() / 1e6,
         "melements_concat": out_elements[op == "concat"].sum() / 1e6,
         "melements_elementwise": out_elements[standalone].sum() / 1e6,
@@ -88,7 +80,7 @@ def device_features(graph: Graph) -> dict[str, float]:
         "kernels": float(own_kernel.sum()),
         "constant": 1.0,
     }
-    convs = np.isin(kind, ("conv", "dwconv", "gconv"))
+    convs = np.isin(op, ("conv", "dwconv", "gconv"))
     for column, mflops in zip(SMALL_KERNEL_FEATURES, SMALL_KERNEL_MFLOPS, strict=True):
         values[column] = flops[convs & (flops < mflops * 1e6)].sum() / 1e9
     return {name: float(values[name]) for name in DEVICE_FEATURES}
