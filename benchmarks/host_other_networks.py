@@ -2,7 +2,7 @@
 torchvision's implementations (``pretrained=False``, 1×3×224×224), measured on this machine now
 (ONNX Runtime CPU, one thread, ``steady_ms``) and never trained on. Per network: the measured
 latency, each route's error, whether the shipped route's 90 % interval holds it and whether it is
-flagged ``ood``; then the median |error|, ±10 % and coverage of every route.
+flagged ``ood``; then each route's median |error|, ±10 % and median signed error.
 
 The shipped tables were measured on another VM of this kind, at another time: to tell that
 machine's speed from the predictor's accuracy, seven of the shipped kernel networks (one-kernel
@@ -12,7 +12,7 @@ they are and with the predictions scaled by that ratio (no zoo network is used f
 
     .venv/bin/python benchmarks/host_other_networks.py --db /tmp/torchvision.db
 
-Measures what ``--db`` lacks (about 15 s a network); appends to RESULTS.md.
+Measures what ``--db`` lacks (the 19 networks took about 2 minutes here); appends to RESULTS.md.
 """
 
 from __future__ import annotations
