@@ -1,5 +1,5 @@
-"""The shipped host predictor (``epyc-2core/ort-cpu``) on CNNs from another zoo than its card's:
-torchvision's implementations (``pretrained=False``, 1×3×224×224), measured on this machine now
+"""The shipped host predictor (``epyc-2core/ort-cpu``) on CNNs from other zoos than its card's:
+torchvision's and timm's implementations (``pretrained=False``, 1×3×224×224), measured on this machine now
 (ONNX Runtime CPU, one thread, ``steady_ms``) and never trained on. Per network: the measured
 latency, each route's error, whether the shipped route's 90 % interval holds it and whether it is
 flagged ``ood``; then each route's median |error|, ±10 % and median signed error.
@@ -12,7 +12,7 @@ they are and with the predictions scaled by that ratio (no zoo network is used f
 
     .venv/bin/python benchmarks/host_other_networks.py --db /tmp/torchvision.db
 
-Measures what ``--db`` lacks (the 19 networks took about 2 minutes here); appends to RESULTS.md.
+Measures what ``--db`` lacks (27 networks, about 3 minutes here); appends to RESULTS.md.
 """
 
 from __future__ import annotations
@@ -29,18 +29,26 @@ from infercast.predict.devices.common import data_file
 from results import append, machine, stamp
 
 MODELS = (
-    "convnext_tiny",
-    "googlenet",
-    "regnet_y_400mf",
-    "regnet_x_800mf",
-    "mnasnet0_5",
-    "shufflenet_v2_x0_5",
-    "mobilenet_v3_large",
-    "efficientnet_b1",
-    "resnext50_32x4d",
-    "alexnet",
-    "wide_resnet50_2",
-    "squeezenet1_1",
+    "torchvision:convnext_tiny",
+    "torchvision:googlenet",
+    "torchvision:regnet_y_400mf",
+    "torchvision:regnet_x_800mf",
+    "torchvision:mnasnet0_5",
+    "torchvision:shufflenet_v2_x0_5",
+    "torchvision:mobilenet_v3_large",
+    "torchvision:efficientnet_b1",
+    "torchvision:resnext50_32x4d",
+    "torchvision:alexnet",
+    "torchvision:wide_resnet50_2",
+    "torchvision:squeezenet1_1",
+    "timm:convnext_nano",
+    "timm:efficientnet_b0",
+    "timm:regnety_008",
+    "timm:resnet50d",
+    "timm:ghostnet_100",
+    "timm:repvgg_a0",
+    "timm:dla34",
+    "timm:hrnet_w18_small",
 )
 DEVICE = "epyc-2core/ort-cpu"
 ROUTES = {
@@ -63,7 +71,7 @@ def main() -> None:
     parser.add_argument("--db", required=True, help="store of the measurements (measured when missing)")
     args = parser.parse_args()
     started = time.perf_counter()
-    models = [f"torchvision:{name}" for name in MODELS]
+    models = list(MODELS)
     reference = anchors()
     results = infercast.measure([*models, *reference["model"]], db=args.db, energy=False)
     measured = {r["model"]: r["steady_ms"] for r in results}
@@ -97,11 +105,11 @@ def main() -> None:
     append(
         [
             "",
-            f"## Host predictor on torchvision's CNNs ({stamp()})",
+            f"## Host predictor on torchvision's and timm's CNNs ({stamp()})",
             "",
             f"`.venv/bin/python benchmarks/host_other_networks.py --db DB` ({machine()}; "
             f"{time.perf_counter() - started:.0f} s). `{DEVICE}` as shipped; {len(models)} torchvision "
-            "networks at 1×3×224×224 measured now (ONNX Runtime CPU, 1 thread, `steady_ms`), never "
+            "and timm networks at 1×3×224×224 measured now (ONNX Runtime CPU, 1 thread, `steady_ms`), never "
             "trained on. "
             f"The shipped route's 90 % interval holds {sum(covered)} of {len(covered)}. This machine "
             f"against the shipped tables, from {len(reference)} of their kernel networks re-measured "
