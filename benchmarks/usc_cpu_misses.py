@@ -24,12 +24,23 @@ from scipy.stats import spearmanr
 from sklearn.model_selection import GroupKFold, KFold
 
 from infercast.predict.devices import usc
-from infercast.predict.devices.physical import estimator
+from infercast.predict.devices.physical import PhysicalLatency, estimator
 from results import append, machine, stamp
 
 FOLDS = 5
 GOAL_PCT = 8.0
 HELD = "mobilenet"
+
+
+def out_of_fold(
+    networks: pd.DataFrame, y: np.ndarray, families: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, list[PhysicalLatency]]:
+    """Each network's latency predicted by the estimator fitted without its fold, and the fits."""
+    predicted, models = np.empty(len(y)), []
+    for train, test in folds:
+        models.append(estimator().fit(networks.iloc[train], y[train], groups=families[train]))
+        predicted[test] = models[-1].predict(networks.iloc[test])["latency_ms"].to_numpy()
+    return predicted, models
 
 
 def speedup_rows(networks: pd.DataFrame, names: list[str]) -> list[str]:
@@ -71,17 +82,9 @@ def main() -> None:
     rows, met_all, met_rest, met_random = [], 0, 0, 0
     for name in names:
         y = networks[usc.LATENCY_PREFIX + name].to_numpy(dtype=np.float64)
-        predicted = np.empty(len(y))
-        constant = 0.0
-        for i, (train, test) in enumerate(folds):
-            model = estimator().fit(networks.iloc[train], y[train], groups=families[train])
-            predicted[test] = model.predict(networks.iloc[test])["latency_ms"].to_numpy()
-            if i == held_fold:
-                constant = model.costs().get("constant", 0.0)
-        with_relatives = np.empty(len(y))
-        for train, test in random_folds:
-            model = estimator().fit(networks.iloc[train], y[train], groups=families[train])
-            with_relatives[test] = model.predict(networks.iloc[test])["latency_ms"].to_numpy()
+        predicted, models = out_of_fold(networks, y, families, folds)
+        constant = models[held_fold].costs().get("constant", 0.0)
+        with_relatives, _ = out_of_fold(networks, y, families, random_folds)
         on_all = estimator().fit(networks, y, groups=families).costs().get("constant", 0.0)
         error = predicted / y - 1
         every, rest = np.median(np.abs(error)) * 100, np.median(np.abs(error[~held])) * 100

@@ -74,15 +74,14 @@ def kernel_rows(
     for node in optimized.graph.node:
         if node.op_type == "ReorderInput":
             alias[node.output[0]] = alias.get(node.input[0], node.input[0])
-        elif node.op_type != "Reshape" or node.name in graph.by_name:
-            continue
-        # views ORT inserted: MatMulAddFusion runs an N-d MatMul + Add as a 2-d Gemm between two
-        # Reshapes, the first flattening an original tensor, the second restoring the original
-        # output from the Gemm's
-        elif node.output[0] not in original_tensors:
-            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
-        elif node.input[0] not in original_tensors:
-            alias[node.input[0]] = node.output[0]
+        elif node.op_type == "Reshape" and node.name not in graph.by_name:
+            # views ORT inserted: MatMulAddFusion runs an N-d MatMul + Add as a 2-d Gemm between
+            # two Reshapes, the first flattening an original tensor, the second restoring the
+            # original output from the Gemm's
+            if node.output[0] not in original_tensors:
+                alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+            elif node.input[0] not in original_tensors:
+                alias[node.input[0]] = node.output[0]
     rows = []
     for index, node in enumerate(optimized.graph.node):
         absorbed = _absorbed(node, graph, alias)
