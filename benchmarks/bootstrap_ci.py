@@ -21,7 +21,7 @@ import tracemalloc
 
 import numpy as np
 
-from infercast.measure.protocol import bootstrap_median_ci
+from infercast.measurement.protocol import bootstrap_median_ci
 from results import append, machine, stamp
 
 CASES = (

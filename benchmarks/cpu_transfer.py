@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from infercast.datasets import training_data
-from infercast.predict import Adapted, LogLinear, regression_metrics, select_configs
-from infercast.predict.adapt import source_log_predictions
+from infercast.predictors import Adapted, LogLinear, regression_metrics, select_configs
+from infercast.predictors.adapted import source_log_predictions
 from infercast.report.transfer import platform_label, transfer_matrix
 from infercast.store import Store
 from results import append, machine, stamp

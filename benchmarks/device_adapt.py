@@ -22,9 +22,9 @@ from collections import defaultdict
 import numpy as np
 from sklearn.model_selection import GroupKFold
 
-from infercast.predict.devices import usc
-from infercast.predict.devices.adapt import DeviceAdapted
-from infercast.predict.devices.physical import estimator
+from infercast.predictors.devices import usc
+from infercast.predictors.devices.costs import estimator
+from infercast.predictors.devices.recalibrated import DeviceAdapted
 from results import append, machine, stamp
 
 KS = (5, 10, 20)

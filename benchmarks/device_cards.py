@@ -12,7 +12,7 @@ NB201 (27 settings): the shipped predictor (trained on the shipped 1,000 cells) 
 
     .venv/bin/python benchmarks/device_cards.py --nb201 ../shared/data/nb201-latency/nb201_latency.csv
 
-Writes its cards into ``src/infercast/predict/devices/data/cards.json`` (other cards stay) and appends
+Writes its cards into ``src/infercast/predictors/devices/data/cards.json`` (other cards stay) and appends
 a section to RESULTS.md.
 """
 
@@ -32,11 +32,12 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from infercast.api.device_tables import nb201_features
-from infercast.predict.data import feature_frame
-from infercast.predict.devices import nb201, physical, tflite_gpu, usc
-from infercast.predict.devices.common import data_file
-from infercast.predict.devices.physical import estimator
-from infercast.predict.metrics import regression_metrics
+from infercast.predictors import physical
+from infercast.predictors.data import feature_frame
+from infercast.predictors.devices import nb201, tflite_gpu, usc
+from infercast.predictors.devices.common import data_file
+from infercast.predictors.devices.costs import estimator
+from infercast.predictors.metrics import regression_metrics
 from results import append, machine, stamp
 
 FOLDS = 5

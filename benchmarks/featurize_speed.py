@@ -20,7 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target is stat
 
 import numpy as np
 
-from infercast import capture, features
+from infercast import capture, featurize
 from infercast.space import get
 
 
@@ -47,7 +47,7 @@ def main() -> None:
     start = time.perf_counter()
     for _, row in sample.iterrows():
         config = {p.name: row[p.name] for p in space.params}
-        features(capture(space.build(config, device="meta"), space.input_shape(config)))
+        featurize(capture(space.build(config, device="meta"), space.input_shape(config)))
     per_model = (time.perf_counter() - start) / len(sample)
 
     others = []

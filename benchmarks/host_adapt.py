@@ -30,11 +30,11 @@ import numpy as np
 from device_cards import card
 from infercast import space
 from infercast.api import adapt_device
-from infercast.measure import Protocol, measure
+from infercast.measurement import Protocol, measure_model_strings
 from infercast.models.guarded import capture_model
-from infercast.predict.devices import ort_cpu, usc
-from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
-from infercast.predict.devices.features import device_feature_frame
+from infercast.predictors.devices import hosts, usc
+from infercast.predictors.devices.features import device_feature_frame
+from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
 from infercast.store import Store
 from results import append, machine, stamp
 
@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
 
-    measure(
+    measure_model_strings(
         k_configs(max(KS), args.seed), db=args.db, campaign=args.k_campaign, protocol=PROTOCOL, energy=False
     )
     real_a, real_b = campaign_latency(args.db, args.real_a), campaign_latency(args.db, args.real_b)
@@ -83,7 +83,7 @@ def main() -> None:
     graphs = [capture_model(m)[0] for m in models]
     x = device_feature_frame(graphs)
 
-    shipped = ort_cpu.load(HOST).predict_graphs(graphs)
+    shipped = hosts.load(HOST).predict_graphs(graphs)
     rows = {
         f"{HOST} as shipped (mean of three routes)": card(
             truth,

@@ -16,7 +16,7 @@ infercast is developed on), and the evidence for its route.
 
     .venv/bin/python benchmarks/host_card.py --db DB --real-a real-a --real-b real-b
 
-Merges the card into ``src/infercast/predict/devices/data/cards.json``; appends to RESULTS.md.
+Merges the card into ``src/infercast/predictors/devices/data/cards.json``; appends to RESULTS.md.
 """
 
 from __future__ import annotations
@@ -37,14 +37,15 @@ from sklearn.model_selection import KFold
 from device_cards import card
 from infercast.api.predicting import OPWISE_ESTIMATE
 from infercast.models.guarded import capture_model
-from infercast.predict.blend import CascadeBlend
-from infercast.predict.devices import ort_cpu, physical
-from infercast.predict.devices.common import data_file
-from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import fit_configs_and_kernels
-from infercast.predict.devices.usc import family
-from infercast.predict.opwise import OpWise
-from infercast.predict.routes import geometric_mean
+from infercast.predictors import physical
+from infercast.predictors.blend import CascadeBlend
+from infercast.predictors.devices import hosts
+from infercast.predictors.devices.common import data_file
+from infercast.predictors.devices.costs import fit_configs_and_kernels
+from infercast.predictors.devices.features import device_feature_frame
+from infercast.predictors.devices.usc import family
+from infercast.predictors.opwise import OpWise
+from infercast.predictors.routes import geometric_mean
 from infercast.store import Store
 from results import append, family_table, machine, stamp
 
@@ -61,11 +62,11 @@ def held_out_routes(
     for comparison, what ``infercast train`` calls blend + op-wise (``stacked``): the blend refitted
     with the op-wise estimate as a feature (out-of-fold for its training configs). Also the 90 %
     intervals (a mean's spans its routes' intervals)."""
-    x, e2e, ops, kernel_ops = ort_cpu.training_tables(name)
+    x, e2e, ops, kernel_ops = hosts.training_tables(name)
     fit_ids, test_ids = set(e2e["model"].iloc[train]), list(e2e["model"].iloc[test])
-    blend = CascadeBlend(order=("latency",), seed=0, **ort_cpu.BLEND)
+    blend = CascadeBlend(order=("latency",), seed=0, **hosts.BLEND)
     blend.fit(x.iloc[train], e2e.iloc[train][["latency_ms"]])
-    opwise = OpWise(seed=0, **ort_cpu.OPWISE).fit(
+    opwise = OpWise(seed=0, **hosts.OPWISE).fit(
         ops[ops["model"].isin(fit_ids)], e2e.iloc[train][["model", "latency_ms"]], kernel_ops=kernel_ops
     )
     held = ops[ops["model"].isin(set(test_ids))].drop(columns="latency_ms")
@@ -73,10 +74,10 @@ def held_out_routes(
     by_ops = opwise.predict(held).reindex(test_ids)
     by_opwise = by_ops["latency_ms"].to_numpy(dtype=np.float64)
     estimate = opwise.oof_latency_ms_.reindex(e2e["model"].iloc[train]).to_numpy(dtype=np.float64)
-    stacked = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **ort_cpu.BLEND)
+    stacked = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **hosts.BLEND)
     stacked.fit(x.iloc[train].assign(**{OPWISE_ESTIMATE: np.log(estimate)}), e2e.iloc[train][["latency_ms"]])
     given = x.iloc[test].assign(**{OPWISE_ESTIMATE: np.log(by_opwise)})
-    kernels = ort_cpu.kernel_networks(name)
+    kernels = hosts.kernel_networks(name)
     work = fit_configs_and_kernels(  # as shipped: the training configs and every kernel network
         e2e.iloc[train],
         e2e["latency_ms"].to_numpy()[train],
@@ -110,7 +111,7 @@ def route_choice(name: str) -> tuple[list[str], str]:
     """The table rows (per split, each route's median |error| / ±10 % / 90 % interval coverage)
     and the route with the lowest worst-case median error over the splits among those whose
     interval holds on every split."""
-    _, e2e, _, _ = ort_cpu.training_tables(name)
+    _, e2e, _, _ = hosts.training_tables(name)
     truth = e2e["latency_ms"].to_numpy(dtype=np.float64)
     spaces = e2e["space"].to_numpy()
     splits: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {
@@ -178,23 +179,23 @@ def main() -> None:
     }
     models = [m for m in by[args.real_a].index if m in by[args.real_b].index]
     # the truth in the statistic the shipped rows hold (steady_ms: at the host's usual speed)
-    stat = ort_cpu.hosts()[name].get("latency_stat", "low_ms")
+    stat = hosts.hosts()[name].get("latency_stat", "low_ms")
     truth = by[args.real_a].loc[models, stat].to_numpy(dtype=np.float64)
     noise = np.abs(by[args.real_b].loc[models, stat].to_numpy(dtype=np.float64) - truth) / truth
 
     first_use = sorted(first_use_seconds(name) for _ in range(3))  # the host slows by phases
     choice, best = route_choice(name)
-    device = ort_cpu.load(name)
+    device = hosts.load(name)
     graphs = [capture_model(m, None)[0] for m in models]
     predicted = device.predict_graphs(graphs)
     by_work = device.physical.predict(device_feature_frame(graphs))
     values = {
-        ort_cpu.ROUTE: predicted["latency_ms"].to_numpy(),
+        hosts.ROUTE: predicted["latency_ms"].to_numpy(),
         "blend": predicted["model_level_ms"].to_numpy(),
         "op-wise": predicted["opwise_ms"].to_numpy(),
         physical.ROUTE: predicted["physical_ms"].to_numpy(),
     }
-    x, e2e, _, _ = ort_cpu.training_tables(name)
+    x, e2e, _, _ = hosts.training_tables(name)
     y = e2e["latency_ms"].to_numpy(dtype=np.float64)
     flops = np.array([g.flops for g in graphs], dtype=np.float64)
     params = np.array([g.params for g in graphs], dtype=np.float64)
@@ -207,12 +208,12 @@ def main() -> None:
             np.column_stack([np.ones(len(flops)), np.log(flops), np.log(params)]) @ coef
         ),
     }
-    shipped = card(truth, values[ort_cpu.ROUTE], predicted["latency_ms_low"], predicted["latency_ms_high"])
-    host = ort_cpu.hosts()[name]
+    shipped = card(truth, values[hosts.ROUTE], predicted["latency_ms_low"], predicted["latency_ms_high"])
+    host = hosts.hosts()[name]
     entry = {
         "protocol": f"{len(models)} pytorchcv networks at 224² measured on that host, never trained on; "
         f"trained on {host['n_configs']} design-space configs, {host['n_kernel_networks']} kernel networks",
-        "route": ort_cpu.ROUTE,
+        "route": hosts.ROUTE,
         **shipped,
         "baselines": {label: card(truth, v) for label, v in baselines.items()},
         "other_routes": {
@@ -253,7 +254,7 @@ def main() -> None:
         *choice,
         "",
         f"Lowest worst-case median error among the routes whose interval holds: {best} "
-        f"(shipped: {ort_cpu.ROUTE}).",
+        f"(shipped: {hosts.ROUTE}).",
         "",
         f"Card: {len(models)} pytorchcv networks at 1×3×224×224 never trained on (truth `{args.real_a}` "
         f"`{stat}`; noise |`{args.real_b}` − `{args.real_a}`|). 90 % coverage of the shipped route: "

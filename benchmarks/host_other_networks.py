@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 import infercast
-from infercast.predict.devices import ort_cpu
-from infercast.predict.devices.common import data_file
+from infercast.predictors.devices import hosts
+from infercast.predictors.devices.common import data_file
 from results import append, machine, stamp
 
 MODELS = (
@@ -61,7 +61,7 @@ ROUTES = {
 
 def anchors() -> pd.DataFrame:
     """Seven shipped kernel networks of 2–20 ms, spread over that range: model, latency_ms."""
-    networks = pd.read_parquet(data_file(ort_cpu.KERNEL_NETWORKS))
+    networks = pd.read_parquet(data_file(hosts.KERNEL_NETWORKS))
     mid = networks[networks["latency_ms"].between(2, 20)].sort_values("latency_ms", kind="stable")
     return mid.iloc[np.linspace(0, len(mid) - 1, 7).round().astype(int)][["model", "latency_ms"]]
 

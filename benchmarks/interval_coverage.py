@@ -31,7 +31,7 @@ from sklearn.model_selection import GroupKFold
 
 from infercast.api import predict_models, train
 from infercast.datasets import store_tables, training_data
-from infercast.predict import CascadeBlend, OpWise
+from infercast.predictors import CascadeBlend, OpWise
 from infercast.store import Store
 from results import append, machine, stamp
 from usc import GPU_DEVICES

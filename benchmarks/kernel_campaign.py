@@ -28,8 +28,8 @@ import numpy as np
 
 from infercast.api import predict_models, train
 from infercast.datasets import LATENCY_STATS
-from infercast.predict import regression_metrics
-from infercast.predict.devices.usc import family
+from infercast.predictors import regression_metrics
+from infercast.predictors.devices.usc import family
 from infercast.store import Store
 from results import append, family_table, machine, stamp
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from infercast.measure import Protocol, profile
-from infercast.measure.platform import cpu_model
+from infercast.measurement import Protocol, profile
+from infercast.measurement.platform import cpu_model
 from infercast.store import Store
 from infercast.store.drift import estimate, session_intervals
 

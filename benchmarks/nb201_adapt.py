@@ -4,7 +4,7 @@ Sources: one latency CascadeBlend per HELP meta-training device (the nine HELP m
 each trained on ``--source-train`` random architectures. Targets: HELP's meta-test devices. Per
 target and k: choose k architectures (``spread`` = k-centre over the sources' predictions, ``random``
 = uniform, averaged over ``--seeds`` draws, and HELP's own 10 reference architectures), fit
-``infercast.predict.Adapted`` on their measured latency, and score Spearman ρ / ±10 % on every
+``infercast.predictors.Adapted`` on their measured latency, and score Spearman ρ / ±10 % on every
 other architecture. Each device's features are computed at batch 1: the batch of a NB201 column
 is part of the device setting, not of the architecture.
 
@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from infercast import space
-from infercast.predict import Adapted, CascadeBlend, regression_metrics, select_configs
-from infercast.predict.adapt import source_log_predictions
-from infercast.predict.data import feature_frame
+from infercast.predictors import Adapted, CascadeBlend, regression_metrics, select_configs
+from infercast.predictors.adapted import source_log_predictions
+from infercast.predictors.data import feature_frame
 from results import append, machine, stamp
 
 HELP_SOURCES = [

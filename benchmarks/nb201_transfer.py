@@ -26,9 +26,9 @@ import pandas as pd
 from scipy import stats
 
 from infercast import space
-from infercast.predict import CascadeBlend
-from infercast.predict.adapt import source_log_predictions
-from infercast.predict.data import feature_frame
+from infercast.predictors import CascadeBlend
+from infercast.predictors.adapted import source_log_predictions
+from infercast.predictors.data import feature_frame
 from results import append, machine, stamp
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from infercast.api import predict_models, train
 from infercast.datasets import store_tables, training_data
-from infercast.predict import CascadeBlend, OpWise, regression_metrics
+from infercast.predictors import CascadeBlend, OpWise, regression_metrics
 from infercast.store import Store
 from results import append, machine, stamp
 
@@ -104,7 +104,7 @@ def learning_curve(folder: Path, db: str, campaigns: list[str], seed: int) -> li
 def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
     from infercast.graph import capture
     from infercast.models import load_model
-    from infercast.predict.fusion import fusion_agreement, kernel_table, rules_for
+    from infercast.predictors.fusion import fusion_agreement, kernel_table, rules_for
 
     blend = CascadeBlend.load(folder)
     platform_id = blend.metadata["platform"]["id"]

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from infercast import space
-from infercast.predict import CascadeBlend
-from infercast.predict.data import feature_frame
+from infercast.predictors import CascadeBlend
+from infercast.predictors.data import feature_frame
 from results import append, machine, stamp
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from infercast import screen
-from infercast.predict import CascadeBlend
+from infercast.predictors import CascadeBlend
 from results import append, machine, stamp
 
 HOST = "127.0.0.2"

@@ -23,7 +23,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from infercast import screen, space
-from infercast.predict import CascadeBlend
+from infercast.predictors import CascadeBlend
 from results import append, machine, stamp
 
 

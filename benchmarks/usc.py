@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 # one row per TFLite GPU op, each its own kernel, with latency_ms@<phone>
-from infercast.predict.devices.tflite_gpu import PHONES
-from infercast.predict.devices.tflite_gpu import op_rows as gpu_op_table
-from infercast.predict.devices.usc import family
+from infercast.predictors.devices.tflite_gpu import PHONES
+from infercast.predictors.devices.tflite_gpu import op_rows as gpu_op_table
+from infercast.predictors.devices.usc import family
 
 __all__ = ["GPU_DEVICES", "e2e_noise", "e2e_table", "family", "gpu_op_table"]
 

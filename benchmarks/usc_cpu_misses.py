@@ -23,8 +23,9 @@ import pandas as pd
 from scipy.stats import spearmanr
 from sklearn.model_selection import GroupKFold, KFold
 
-from infercast.predict.devices import usc
-from infercast.predict.devices.physical import PhysicalLatency, estimator
+from infercast.predictors.devices import usc
+from infercast.predictors.devices.costs import estimator
+from infercast.predictors.physical import PhysicalLatency
 from results import append, machine, stamp
 
 FOLDS = 5

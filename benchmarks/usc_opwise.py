@@ -28,10 +28,10 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from infercast.api import predict_ops, train_ops
-from infercast.predict import OpWise, regression_metrics
-from infercast.predict.devices.tflite_gpu import on_phone
-from infercast.predict.optable import kernels
-from infercast.predict.overhead import STACK, out_of_fold, overhead_features
+from infercast.predictors import OpWise, regression_metrics
+from infercast.predictors.devices.tflite_gpu import on_phone
+from infercast.predictors.optable import kernels
+from infercast.predictors.overhead import STACK, out_of_fold, overhead_features
 from results import append, machine, stamp
 from usc import GPU_DEVICES, e2e_noise, e2e_table, family, gpu_op_table
 

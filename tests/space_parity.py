@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infercast import capture, features
+from infercast import capture, featurize
 from infercast.features import FEATURE_NAMES
 from infercast.space import Space
 
@@ -20,7 +20,7 @@ def assert_closed_form_matches_capture(space: Space, n: int, seed: int) -> None:
     for index, row in frame.iterrows():
         config = {k: row[k] for k in names}
         graph = capture(space.build(config, device="meta"), space.input_shape(config))
-        reference = features(graph)
+        reference = featurize(graph)
         assert vectorised.loc[index, "params"] == graph.params, row["model"]
         assert vectorised.loc[index, "flops"] == graph.flops, row["model"]
         for name in ("activation_bytes", "peak_activation_bytes"):

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from infercast import space
-from infercast.predict import Adapted, CascadeBlend, PredictorError, load, select_configs
-from infercast.predict.adapt import source_log_predictions
-from infercast.predict.data import feature_frame
+from infercast.predictors import Adapted, CascadeBlend, PredictorError, load, select_configs
+from infercast.predictors.adapted import source_log_predictions
+from infercast.predictors.data import feature_frame
 
 LIGHT = {"order": ("latency",), "n_estimators": 100, "forest_estimators": 50, "n_folds": 3, "n_jobs": 1}
 

@@ -187,7 +187,7 @@ def test_onnx_rank_and_fixed_axes_are_checked(tmp_path) -> None:
     ],
 )
 def test_model_strings_are_captured_on_meta_as_with_weights(model: str, monkeypatch) -> None:
-    from infercast.features import features
+    from infercast.features import featurize
     from infercast.models import guarded
 
     devices: list[str] = []
@@ -206,7 +206,7 @@ def test_model_strings_are_captured_on_meta_as_with_weights(model: str, monkeypa
     assert [(n.kind, n.input_shapes, n.output_shapes, n.flops) for n in graph.nodes] == [
         (n.kind, n.input_shapes, n.output_shapes, n.flops) for n in reference.nodes
     ]
-    assert features(graph) == features(reference) and graph.weight_bytes == reference.weight_bytes
+    assert featurize(graph) == featurize(reference) and graph.weight_bytes == reference.weight_bytes
 
 
 class _Activations(nn.Module):

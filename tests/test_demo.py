@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infercast.predict.devices.physical import ROUTE as PHYSICAL
-from infercast.predict.routes import MEAN_ROUTE
+from infercast.predictors.physical import ROUTE as PHYSICAL
+from infercast.predictors.routes import MEAN_ROUTE
 
 from .helpers import infercast
 

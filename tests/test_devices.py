@@ -23,20 +23,20 @@ import infercast
 from infercast import space
 from infercast.api import adapt_device, predict_devices
 from infercast.api.device_tables import host_tables, write_host
-from infercast.predict.devices import (
+from infercast.predictors import physical
+from infercast.predictors.devices import (
     UnknownDeviceError,
     device_info,
     get_device,
+    hosts,
     list_devices,
     nb201,
-    ort_cpu,
-    physical,
     usc,
 )
-from infercast.predict.devices.common import data_digest
-from infercast.predict.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
-from infercast.predict.devices.physical import PhysicalLatency
-from infercast.predict.errors import PredictorError
+from infercast.predictors.devices.common import data_digest
+from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.physical import PhysicalLatency
 from infercast.store import Store
 
 from .conftest import requires_pytorchcv
@@ -75,7 +75,7 @@ def test_every_shipped_setting_is_listed_with_its_card() -> None:
         assert info.card, f"{info.name} has no accuracy card"
         # the host's card counts real networks measured there; the others held-out public rows
         assert 0 <= info.card["within_10pct"] <= 1 and info.card["n"] >= (
-            30 if info.name in ort_cpu.names() else 100
+            30 if info.name in hosts.names() else 100
         )
         assert set(info.card["baselines"]) == {"FLOPs-proportional", "log-log [FLOPs, params]"}
     assert device_info("nb201/titan_rtx_32").batch == 32
@@ -239,22 +239,22 @@ print(json.dumps({{"rows": rows, "torch": "torch" in sys.modules}}))
 def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
     name = "epyc-2core/ort-cpu"
-    x, e2e, ops, kernel_ops = ort_cpu.training_tables(name)
+    x, e2e, ops, kernel_ops = hosts.training_tables(name)
     # design-space configs and one-kernel networks only: zoo networks measured there are the card's test
     assert set(e2e["space"]) == {"space:carb-resnet", "space:mobile-nas"} and len(x) == len(e2e) >= 100
     assert set(ops["model"]) <= set(e2e["model"]) and not set(kernel_ops["model"]) & set(e2e["model"])
     assert not set(DEVICE_FEATURES) & set(x.columns) and (e2e["gflops_conv"] > 0).all()
     # Σ cost × work learns from the kernel networks too; the configs alone calibrate its interval
-    kernels = ort_cpu.kernel_networks(name)
+    kernels = hosts.kernel_networks(name)
     assert set(kernels["model"].str.split("?").str[0]) == {"space:kernels"} and len(kernels) >= 100
-    work = ort_cpu.physical(name)
+    work = hosts.physical(name)
     assert work.n_train_ == len(e2e) + len(kernels) and len(work.residuals_) == len(e2e)
     net = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.AdaptiveAvgPool2d(1)
     )
     one = infercast.predict(net, device=name, input_shape=(1, 3, 160, 160))
     assert not any(tmp_path.iterdir())  # nothing trained into the cache: the routes ship
-    assert one["route"] == ort_cpu.ROUTE and one["runtime"].startswith("ONNX Runtime")
+    assert one["route"] == hosts.ROUTE and one["runtime"].startswith("ONNX Runtime")
     routes = [one["model_level_ms"], one["opwise_ms"], one["physical_ms"]]
     assert one["latency_ms"] == pytest.approx(math.prod(routes) ** (1 / 3))
     low, high = one["latency_ms_interval"]
@@ -264,8 +264,8 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
     # models' trees and so the blend's weights (4e-4 relative on a machine with AVX-512); a stale
     # artifact, trained on other rows, is off by far more
     graph = infercast.capture(net, input_shape=(1, 3, 160, 160))
-    shipped = ort_cpu.load(name)
-    retrained = ort_cpu.train_routes(name)
+    shipped = hosts.load(name)
+    retrained = hosts.train_routes(name)
     assert retrained.blend.predict(x.head(20))["latency_ms"].to_numpy() == pytest.approx(
         shipped.routes.blend.predict(x.head(20))["latency_ms"].to_numpy(), rel=3e-3
     )
@@ -286,15 +286,15 @@ def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monk
     assert len(configs) == made["n_configs"] and set(configs["space"]) == {"space:carb-resnet"}
     assert (configs[list(DEVICE_FEATURES)].notna().all().all()) and (configs["kernels"] > 0).all()
     assert ops.empty and kernels.empty and host["n_configs"] == len(configs) and host["backend"]
-    files = (ort_cpu.CONFIGS, ort_cpu.OPS, ort_cpu.KERNEL_NETWORKS, ort_cpu.META)
+    files = (hosts.CONFIGS, hosts.OPS, hosts.KERNEL_NETWORKS, hosts.META)
     shipped = {f: tmp_path / f for f in files}
     monkeypatch.setattr("infercast.api.device_tables.data_file", lambda f: shipped[f])
     write_host("test/host", configs, ops, kernels, host)
     write_host("test/host", configs, ops, kernels, host)  # rebuilding a host replaces its rows
     write_host("test/other", configs.head(3), ops, kernels, host)
-    table = pd.read_parquet(shipped[ort_cpu.CONFIGS])
+    table = pd.read_parquet(shipped[hosts.CONFIGS])
     assert table["device"].value_counts().to_dict() == {"test/host": len(configs), "test/other": 3}
-    assert set(json.loads(shipped[ort_cpu.META].read_text())["devices"]) == {"test/host", "test/other"}
+    assert set(json.loads(shipped[hosts.META].read_text())["devices"]) == {"test/host", "test/other"}
     carb = space.get("carb-resnet")
     row = carb.config_rows(carb.sample(1, seed=9))[0] | {"id": "zoo", "model": "pytorchcv:resnet18"}
     with Store(made["db"]) as store:
@@ -351,7 +351,7 @@ def test_cli_predict_on_devices() -> None:
 def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
     """BatchNorm, activations and a residual add vanish into their convolution; a depthwise input
     is read padded; a whole-map average pool is the MEAN op; a linear layer is a vector op."""
-    from infercast.predict.devices.tflite_gpu import COLUMNS, graph_ops
+    from infercast.predictors.devices.tflite_gpu import COLUMNS, graph_ops
 
     class Block(nn.Module):
         def __init__(self) -> None:
@@ -379,7 +379,7 @@ def test_a_graph_maps_onto_the_gpu_delegates_op_rows() -> None:
 def test_a_phone_that_runs_winograd_kernels_prices_a_users_convolution_as_one() -> None:
     """A 3×3 convolution of 64 channels at 56² is a Winograd kernel on the a03s GPU: the device
     predicts it with that kernel type, not as the direct convolution it is on pixel4."""
-    from infercast.predict.devices import tflite_gpu
+    from infercast.predictors.devices import tflite_gpu
 
     net = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1))
     graph = infercast.capture(net.eval(), (1, 64, 56, 56))
@@ -403,7 +403,7 @@ def test_the_package_with_its_shipped_predictors_stays_under_25_mb() -> None:
 
 def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
     """A stale route (trained on other networks or other op rows than ship) would show here."""
-    from infercast.predict.devices import tflite_gpu
+    from infercast.predictors.devices import tflite_gpu
 
     networks = usc.table()
     gpus = [name for name in usc.names() if name.endswith("/gpu")]
@@ -419,7 +419,7 @@ def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
 
 
 def test_the_delegates_winograd_choice_is_the_one_usc_mobiles_kernel_names_record() -> None:
-    from infercast.predict.devices import tflite_gpu
+    from infercast.predictors.devices import tflite_gpu
 
     ops = tflite_gpu.table()
     for phone in tflite_gpu.PHONES:
@@ -429,7 +429,7 @@ def test_the_delegates_winograd_choice_is_the_one_usc_mobiles_kernel_names_recor
 
 
 def test_a_shipped_gpu_route_is_the_trained_one_zipped(tmp_path, monkeypatch) -> None:
-    from infercast.predict.devices import tflite_gpu
+    from infercast.predictors.devices import tflite_gpu
 
     monkeypatch.setattr(tflite_gpu, "routes_archive", lambda name: tmp_path / f"{name.replace('/', '-')}.zip")
     fits = []
@@ -455,7 +455,7 @@ def test_a_shipped_gpu_route_is_the_trained_one_zipped(tmp_path, monkeypatch) ->
 
 
 def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> None:
-    from infercast.predict.devices.adapt import DeviceAdapted
+    from infercast.predictors.devices.recalibrated import DeviceAdapted
 
     rng = np.random.default_rng(1)
     features = ("gflops", "kernels", "constant")
@@ -492,11 +492,11 @@ def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> N
 def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> None:
     # the shipped hosts are sources too: an ONNX Runtime CPU twice as slow as the EPYC host is
     # nearest to it, not to a phone's CPU, and the saved predictor rebuilds it when loaded
-    from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
+    from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
 
     sources = shipped_sources()
     assert set(usc.names()) | {"epyc-2core/ort-cpu"} == set(sources)
-    _, e2e, _, _ = ort_cpu.training_tables("epyc-2core/ort-cpu")
+    _, e2e, _, _ = hosts.training_tables("epyc-2core/ort-cpu")
     x = e2e[list(DEVICE_FEATURES)]
     truth = 2 * sources["epyc-2core/ort-cpu"].predict(x)["latency_ms"].to_numpy()
     truth *= np.exp(np.random.default_rng(0).normal(0, 0.03, len(truth)))
@@ -532,7 +532,7 @@ def test_cli_adapts_the_nearest_shipped_device_to_imported_measurements(tmp_path
     assert adapted.returncode == 0, adapted.stderr
     summary = json.loads(adapted.stdout)
     assert summary["fit"]["source"] in {i.name for i in list_devices()} and summary["n_test"] == 2
-    assert summary["sources"] == f"every shipped device ({len(usc.names()) + len(ort_cpu.names())})"
+    assert summary["sources"] == f"every shipped device ({len(usc.names()) + len(hosts.names())})"
     text = run_cli("adapt", "--db", db, "--out", str(tmp_path / "again"), "--k", "4")
     shown = " ".join(text.stdout.split())
     assert text.returncode == 0 and f"adapted from {summary['fit']['source']}, the nearest of every" in shown
@@ -594,7 +594,7 @@ def test_a_phone_cpus_predictions_after_the_first_never_import_scikit_learn(tmp_
     code = (
         "import sys\n"
         "from infercast.api import predict_devices\n"
-        "from infercast.predict.devices import list_devices\n"
+        "from infercast.predictors.devices import list_devices\n"
         "assert len(list_devices()) >= 100\n"
         "rows = predict_devices(['space:carb-resnet?depth=8&width=0.25&input_size=32'], ['s10/1large'])\n"
         "assert rows[0]['latency_ms'] > 0, rows\n"
@@ -625,7 +625,7 @@ SPACE_CONFIGS = [
 @pytest.mark.parametrize("model", SPACE_CONFIGS)
 def test_closed_form_device_features_equal_the_captured_graph(model: str) -> None:
     from infercast.graph import capture
-    from infercast.predict.devices.features import device_features
+    from infercast.predictors.devices.features import device_features
     from infercast.screen.device_features import FEATURIZERS
     from infercast.space import parse_model_string
 
@@ -640,7 +640,7 @@ def test_closed_form_device_features_equal_the_captured_graph(model: str) -> Non
 
 def test_a_graph_that_runs_no_kernel_has_only_the_constant() -> None:
     from infercast.graph import capture
-    from infercast.predict.devices.features import device_features
+    from infercast.predictors.devices.features import device_features
 
     class Halves(nn.Module):
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -657,7 +657,7 @@ def test_a_fully_connected_layer_at_every_position_of_a_map_is_priced_as_a_1x1_c
     product per position, compute-bound like the 1×1 convolution it equals. Only a classifier's
     one-row product stays `gflops_linear`, the memory-bound kind the training networks have."""
     from infercast.graph import capture
-    from infercast.predict.devices.features import device_features
+    from infercast.predictors.devices.features import device_features
 
     class Head(nn.Module):
         def __init__(self, mix: nn.Module) -> None:

@@ -188,7 +188,7 @@ def test_screening_shards_stage_one_over_the_cluster(cluster: Cluster, tmp_path:
     import numpy as np
 
     from infercast.distributed import shard_seed
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
     from infercast.screen import Budgets, from_space, stage_one
 
     # what is screened with comes from any store: a synthetic one, built in a second

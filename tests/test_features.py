@@ -5,7 +5,7 @@ import math
 import pytest
 from torch import nn
 
-from infercast import capture, features
+from infercast import capture, featurize
 from infercast.features import FEATURE_DOCS, FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from infercast.graph import OP_GROUPS
 
@@ -50,7 +50,7 @@ def test_schema_is_pinned_to_its_version_and_documented() -> None:
 
 def test_feature_values() -> None:
     graph = capture(small_net(), (2, 3, 32, 32))
-    values = features(graph)
+    values = featurize(graph)
     assert list(values) == list(FEATURE_NAMES)
     assert (values["batch"], values["in_channels"], values["in_h"], values["in_w"]) == (2, 3, 32, 32)
     assert values["flops"] == graph.flops and values["params"] == graph.params
@@ -69,6 +69,6 @@ def test_a_pointwise_layer_over_a_map_counts_as_the_convolution_it_equals() -> N
     feature vector, as in the kernel tables; the classifier stays the one linear op."""
     from .measure_models import pointwise_head
 
-    values = features(capture(pointwise_head(), pointwise_head.input_shape))
+    values = featurize(capture(pointwise_head(), pointwise_head.input_shape))
     assert values["count_conv"] == 2 and values["count_linear"] == 1
     assert values["flops_share_linear"] == pytest.approx(2 * 32 * 10 / values["flops"])

@@ -81,7 +81,7 @@ def world(tmp_path_factory) -> Path:
     """Everything the cases read, built once: a store and a predictor trained on it, op tables,
     model factories, spaces, and damaged copies of each."""
     from infercast import api
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
 
     w = tmp_path_factory.mktemp("hostile")
     synthetic_store(w / "runs.db", n=30)

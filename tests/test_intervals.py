@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from infercast import space
-from infercast.predict import CascadeBlend
-from infercast.predict.intervals import Calibration, calibrate, conformal_quantile, interval_note
-from infercast.predict.ood import OODDetector
+from infercast.predictors import CascadeBlend
+from infercast.predictors.intervals import Calibration, calibrate, conformal_quantile, interval_note
+from infercast.predictors.ood import OODDetector
 
 from .helpers import SMALL, cost_law
 

@@ -1,6 +1,7 @@
-"""The package's layers point one way: no import cycle between packages or modules, and none of the
-arrows docs/design.md forbids. Every import counts, also one inside a function: a lazy import hides
-a cycle from Python, not from the design."""
+"""The package's layers point one way: no import cycle between packages or modules (the package
+root included), no module that imports the root, and none of the arrows docs/design.md forbids.
+Every import counts, also one inside a function: a lazy import hides a cycle from Python, not from
+the design."""
 
 from __future__ import annotations
 
@@ -17,18 +18,18 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # the workflows over every stage: nothing below them may call them
 WORKFLOWS = ("api", "demo", "screen", "report", "distributed")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "graph": ("models", "space", "features", "measure", "store", "predict", "datasets", *WORKFLOWS),
-    "features": ("models", "space", "measure", "store", "predict", "datasets", *WORKFLOWS),
-    "space": ("models", "measure", "store", "predict", "datasets", *WORKFLOWS),
-    "models": ("measure", "store", "predict", "datasets", *WORKFLOWS),
-    "store": ("graph", "features", "models", "space", "measure", "predict", "datasets", *WORKFLOWS),
-    "predict": ("models", "space", "measure", "store", "datasets", *WORKFLOWS),
-    "measure": ("predict", "datasets", *WORKFLOWS),
-    "datasets": ("measure", *WORKFLOWS),
-    "report": ("measure", "screen", "distributed", "api", "demo"),
-    "screen.candidates": ("measure", "store"),
-    "screen.stages": ("measure", "store"),
-    "screen.request": ("measure", "store"),
+    "graph": ("models", "space", "features", "measurement", "store", "predictors", "datasets", *WORKFLOWS),
+    "features": ("models", "space", "measurement", "store", "predictors", "datasets", *WORKFLOWS),
+    "space": ("models", "measurement", "store", "predictors", "datasets", *WORKFLOWS),
+    "models": ("measurement", "store", "predictors", "datasets", *WORKFLOWS),
+    "store": ("graph", "features", "models", "space", "measurement", "predictors", "datasets", *WORKFLOWS),
+    "predictors": ("models", "space", "measurement", "store", "datasets", *WORKFLOWS),
+    "measurement": ("predictors", "datasets", *WORKFLOWS),
+    "datasets": ("measurement", *WORKFLOWS),
+    "report": ("measurement", "screen", "distributed", "api", "demo"),
+    "screen.candidates": ("measurement", "store"),
+    "screen.stages": ("measurement", "store"),
+    "screen.request": ("measurement", "store"),
 }
 EVERYONE_BUT_THE_ENTRY_POINT = ("cli",)  # nothing imports the CLI but ``__main__``
 RAY_ONLY_IN = "distributed"
@@ -73,6 +74,16 @@ def _unit(module: str, package: str) -> str | None:
     return parts[1] if len(parts) > 1 else package
 
 
+def _entered(target: str, importer: str) -> list[str]:
+    """The modules an import of ``target`` runs: ``target`` and each package above it that the
+    importer is not inside already."""
+    parts = target.split(".")
+    inside = importer.split(".")
+    return [
+        ".".join(parts[:i]) for i in range(1, len(parts) + 1) if i == len(parts) or parts[:i] != inside[:i]
+    ]
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Every strongly connected component of more than one node (Tarjan), as a sorted list."""
     index: dict[str, int] = {}
@@ -113,9 +124,11 @@ def layer_problems(root: Path, package: str = "infercast") -> list[str]:
     found = imports(root, package)
     problems: list[str] = []
     modules = {m: {t for t, _ in targets if t.startswith(package)} for m, targets in found.items()}
-    # a package's __init__ re-exporting its own modules is not a cycle between modules
+    # Importing a module runs its packages' __init__ first: an import of ``a.b.c`` from outside
+    # ``a.b`` imports ``a.b`` too, and whatever that __init__ imports. A module naming its own
+    # package (``from . import x``) finds it initialising: that is not a cycle.
     module_graph = {
-        m: {t for t in targets if not (m == t.rsplit(".", 1)[0] or t == m.rsplit(".", 1)[0])}
+        m: {t for target in targets for t in _entered(target, m) if t != m.rsplit(".", 1)[0]}
         for m, targets in modules.items()
     }
     problems += [f"module cycle: {' ↔ '.join(c)}" for c in cycles(module_graph)]
@@ -123,7 +136,7 @@ def layer_problems(root: Path, package: str = "infercast") -> list[str]:
     for module, targets in modules.items():
         for target in targets:
             a, b = _unit(module, package), _unit(target, package)
-            if a and b and a != b and b != package:
+            if a and b and a != b:
                 units[a].add(b)
     problems += [f"layer cycle: {' ↔ '.join(c)}" for c in cycles(units)]
     for module, targets in found.items():
@@ -138,6 +151,8 @@ def layer_problems(root: Path, package: str = "infercast") -> list[str]:
                 problems.append(f"{module}:{line} imports {target}: nothing imports the CLI")
             if target.split(".")[0] == "ray" and unit != RAY_ONLY_IN:
                 problems.append(f"{module}:{line} imports ray outside infercast.{RAY_ONLY_IN}")
+            if target == package and module != package:
+                problems.append(f"{module}:{line} imports the package root {package}: import the module")
     return sorted(set(problems))
 
 
@@ -158,12 +173,24 @@ PLANTED_LAYER_CYCLE = {
     "infercast/models/__init__.py": "from infercast.space import get\n",
     "infercast/space/__init__.py": "from infercast import graph\n",
 }
+PLANTED_ROOT_CYCLE = {
+    "infercast/__init__.py": "def predict():\n    from infercast.api import predicting\n",
+    "infercast/api/__init__.py": "",
+    "infercast/api/predicting.py": "from infercast import lazy_exports\n",
+}
+PLANTED_PACKAGE_CYCLE = {
+    "infercast/predictors/__init__.py": "",
+    "infercast/predictors/physical.py": "from infercast.predictors.devices.features import BASE\n",
+    "infercast/predictors/devices/__init__.py": "from infercast.predictors.devices import hosts\n",
+    "infercast/predictors/devices/features.py": "BASE = ()\n",
+    "infercast/predictors/devices/hosts.py": "from infercast.predictors.physical import Physical\n",
+}
 PLANTED_MODULE_CYCLE = {
-    "infercast/predict/__init__.py": "",
-    "infercast/predict/a.py": "from infercast.predict import b\n",
-    "infercast/predict/b.py": "from . import a\nfrom ..measure import engine\n",
-    "infercast/measure/__init__.py": "",
-    "infercast/measure/engine.py": "import ray\n",
+    "infercast/predictors/__init__.py": "",
+    "infercast/predictors/a.py": "from infercast.predictors import b\n",
+    "infercast/predictors/b.py": "from . import a\nfrom ..measurement import engine\n",
+    "infercast/measurement/__init__.py": "",
+    "infercast/measurement/engine.py": "import ray\n",
     "infercast/store/__init__.py": "from infercast.cli import main\n",
     "infercast/cli/__init__.py": "",
 }
@@ -174,10 +201,21 @@ PLANTED_MODULE_CYCLE = {
     [
         (PLANTED_LAYER_CYCLE, ["layer cycle: graph ↔ models ↔ space", "graph must never import models"]),
         (
+            PLANTED_PACKAGE_CYCLE,
+            [
+                "module cycle: infercast.predictors.devices ↔ infercast.predictors.devices.hosts ↔ "
+                "infercast.predictors.physical"
+            ],
+        ),
+        (
+            PLANTED_ROOT_CYCLE,
+            ["layer cycle: api ↔ infercast", "predicting:1 imports the package root infercast"],
+        ),
+        (
             PLANTED_MODULE_CYCLE,
             [
-                "module cycle: infercast.predict.a ↔ infercast.predict.b",
-                "predict must never import measure",
+                "module cycle: infercast.predictors.a ↔ infercast.predictors.b",
+                "predictors must never import measurement",
                 "imports ray outside",
                 "nothing imports the CLI",
             ],

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infercast.predict import learners
-from infercast.predict.learners import LEARNERS, ROWS_PER_FIT_THREAD, fit_threads
+from infercast.predictors import learners
+from infercast.predictors.learners import LEARNERS, ROWS_PER_FIT_THREAD, fit_threads
 
 
 def test_small_tables_train_on_one_thread_and_large_ones_on_up_to_n_jobs() -> None:

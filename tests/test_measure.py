@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infercast.measure import MeasureError, Protocol, campaign_rows, measure, run_campaign
-from infercast.measure import backends as backend_registry
-from infercast.measure.protocol import bootstrap_median_ci, summarize
-from infercast.measure.sensors import NoSensor, detect
+from infercast.measurement import MeasureError, Protocol, campaign_rows, measure_model_strings, run_campaign
+from infercast.measurement import backends as backend_registry
+from infercast.measurement.protocol import bootstrap_median_ci, summarize
+from infercast.measurement.sensors import NoSensor, detect
 
 from .helpers import E2E_SPACE
 
@@ -27,7 +27,7 @@ def model(name: str) -> str:
 
 @pytest.mark.parametrize("backend", ["ort-cpu", "torch-cpu"])
 def test_measures_a_real_model(backend: str) -> None:
-    [result] = measure([model("tiny")], backend, FAST)
+    [result] = measure_model_strings([model("tiny")], backend, FAST)
     assert "failure" not in result, result
     assert result["n"] == len(result["samples"]) >= FAST.min_rounds
     assert result["low_ms"] <= result["median_ms"] <= result["p90_ms"] <= result["p99_ms"]
@@ -49,10 +49,10 @@ def test_a_script_without_a_main_guard_measures_and_runs_once(tmp_path: Path) ->
     script = tmp_path / "script.py"
     script.write_text(
         "import infercast\n"
-        "from infercast.measure import Protocol\n"
+        "from infercast.measurement import Protocol\n"
         "print('body runs', flush=True)\n"
         f"fast = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=8, cap_s=1.0)\n"
-        f"[m] = infercast.measure.measure([{model('tiny')!r}], protocol=fast)\n"
+        f"[m] = infercast.measurement.measure_model_strings([{model('tiny')!r}], protocol=fast)\n"
         "print('measured', m['low_ms'] > 0, flush=True)\n"
         f"r = infercast.predict({model('tiny')!r}, device='pixel4/gpu', timeout_s=120)\n"
         "print('predicted', r['latency_ms'] > 0)\n"
@@ -69,7 +69,7 @@ def test_failures_are_recorded_and_the_rest_goes_on() -> None:
         warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=5, cap_s=1.0, timeout_s=8, group=2
     )
     names = ["raises", "hangs", "crashes", "exhausts_memory", "tiny"]
-    results = measure([model(n) for n in names], "torch-cpu", protocol, energy=False)
+    results = measure_model_strings([model(n) for n in names], "torch-cpu", protocol, energy=False)
     by_name = {n: r for n, r in zip(names, results, strict=True)}
     assert by_name["raises"]["failure"] == "error" and "this layer is broken" in by_name["raises"]["reason"]
     assert by_name["hangs"]["failure"] == "timeout"
@@ -128,7 +128,7 @@ def test_the_bootstrap_ci_is_the_median_of_each_resample_concatenated() -> None:
 
 def test_ort_per_op_rows_follow_fusion(tmp_path) -> None:
     """With optimisations on, Conv+BN+ReLU run as one kernel; with them off, as three."""
-    from infercast.measure import Engine, Item, backends
+    from infercast.measurement import Engine, Item, backends
 
     space = "space:carb-resnet?depth=8&width=0.25&input_size=32&early_downsample=0"
     rows: dict[str, list] = {}
@@ -156,7 +156,7 @@ def test_ort_per_op_rows_follow_fusion(tmp_path) -> None:
 
 
 def test_torch_per_op_rows_are_one_per_aten_op() -> None:
-    from infercast.measure import Engine, Item, backends
+    from infercast.measurement import Engine, Item, backends
 
     rows: dict[str, list] = {}
     engine = Engine(backends.get("torch-cpu"), FAST, op_runs=3)
@@ -195,8 +195,8 @@ def test_a_fully_connected_layer_at_every_position_is_a_1x1_convolution_kernel(b
     one-row product stays linear. ONNX Runtime runs the exported MatMul + Add as one Gemm between
     two Reshapes it inserts: the Gemm is that kernel, the Reshapes compute nothing."""
     from infercast.graph import capture
-    from infercast.measure import Engine, Item, backends
-    from infercast.predict.fusion import kernel_table, rules_for
+    from infercast.measurement import Engine, Item, backends
+    from infercast.predictors.fusion import kernel_table, rules_for
 
     from .measure_models import pointwise_head
 

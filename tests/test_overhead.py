@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from infercast.predict import OpWise, PredictorError
-from infercast.predict.overhead import (
+from infercast.predictors import OpWise, PredictorError
+from infercast.predictors.overhead import (
     FORMS,
     STACK,
     AdditiveOverhead,
@@ -236,7 +236,7 @@ def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
 
 
 def test_predictors_saved_before_kernel_rates_predict_latencies_as_they_did(tmp_path) -> None:
-    from infercast.predict.optable import kernels
+    from infercast.predictors.optable import kernels
 
     ops, e2e = _additive_op_tables(10, 7)
     model = OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e)
@@ -278,8 +278,8 @@ def test_train_ops_cli_takes_the_form_and_the_learner(tmp_path) -> None:
 
 
 def test_predictors_saved_before_channel_slices_load_with_their_own_inputs(tmp_path, monkeypatch) -> None:
-    import infercast.predict.opwise as opwise_module
-    from infercast.predict.optable import kernels
+    import infercast.predictors.opwise as opwise_module
+    from infercast.predictors.optable import kernels
 
     ops, e2e = _additive_op_tables(10, 7)
     monkeypatch.setattr(opwise_module, "_KERNEL_INPUTS", opwise_module._KERNEL_INPUTS_BEFORE_SLICES)

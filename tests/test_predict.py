@@ -19,7 +19,7 @@ from sklearn.ensemble import ExtraTreesRegressor
 
 from infercast import api, space
 from infercast.api.predicting import rank_routes
-from infercast.predict import (
+from infercast.predictors import (
     CascadeBlend,
     FlopsProportional,
     LogLinear,
@@ -27,13 +27,13 @@ from infercast.predict import (
     load,
     stratified_split,
 )
-from infercast.predict.data import feature_frame
-from infercast.predict.devices.physical import ROUTE as PHYSICAL
-from infercast.predict.devices.physical import PhysicalLatency
-from infercast.predict.forest import ArrayForest
-from infercast.predict.optable import kernels
-from infercast.predict.opwise import OpWise
-from infercast.predict.routes import MEAN_ROUTE
+from infercast.predictors.data import feature_frame
+from infercast.predictors.forest import ArrayForest
+from infercast.predictors.optable import kernels
+from infercast.predictors.opwise import OpWise
+from infercast.predictors.physical import ROUTE as PHYSICAL
+from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.routes import MEAN_ROUTE
 from infercast.store import Store
 
 from .helpers import (
@@ -448,7 +448,7 @@ def test_kernel_networks_teach_sum_of_costs_the_kernels_configs_lack(tmp_path: P
     kernel campaign's dwconv networks give Σ cost × work one, while the configs alone score its
     interval."""
     from infercast.graph import capture
-    from infercast.predict.devices.features import device_features
+    from infercast.predictors.devices.features import device_features
 
     store = synthetic_store(tmp_path / "runs.db")
     kernels = space.restrict(space.get("kernels"), "op", ["dwconv"])
@@ -595,10 +595,10 @@ class _FusionProbe(torch.nn.Module):
 @pytest.mark.parametrize("level", ["all", "extended", "disabled"])
 def test_fusion_rules_match_what_onnx_runtime_fuses(level: str) -> None:
     from infercast.graph import capture
-    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
-    from infercast.measure.ops import profile_ort
+    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measurement.ops import profile_ort
     from infercast.models import load_model
-    from infercast.predict.fusion import fusion_agreement, kernel_table, rules_for
+    from infercast.predictors.fusion import fusion_agreement, kernel_table, rules_for
 
     loaded = load_model(_FusionProbe().eval(), (1, 3, 16, 16))
     backend = OrtCpuBackend(opt_level=level)
@@ -628,10 +628,10 @@ def test_a_swish_kernel_counts_the_ops_onnx_runtime_profiles() -> None:
     captured graph's one swish node counts as those two ops, so the kernel regressors see the
     n_ops they learned from profiles."""
     from infercast.graph import capture
-    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
-    from infercast.measure.ops import profile_ort
+    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measurement.ops import profile_ort
     from infercast.models import load_model
-    from infercast.predict.fusion import TFLITE, kernel_table, rules_for
+    from infercast.predictors.fusion import TFLITE, kernel_table, rules_for
 
     loaded = load_model(_SwishProbe().eval(), (1, 3, 16, 16))
     backend = OrtCpuBackend(opt_level="all")
@@ -646,8 +646,8 @@ def test_a_swish_kernel_counts_the_ops_onnx_runtime_profiles() -> None:
 
 
 def test_the_blocked_layout_rule_is_what_onnx_runtimes_optimiser_does() -> None:
-    from infercast.measure.backends.ort_cpu import nchwc_block, optimiser_blocks
-    from infercast.predict.fusion import ort_blocks
+    from infercast.measurement.backends.ort_cpu import nchwc_block, optimiser_blocks
+    from infercast.predictors.fusion import ort_blocks
 
     block = nchwc_block()
     if block == 0:
@@ -681,10 +681,10 @@ class _LayoutProbe(torch.nn.Module):
 
 def test_the_rules_name_the_layout_each_convolution_ran_in() -> None:
     from infercast.graph import capture
-    from infercast.measure.backends.ort_cpu import OrtCpuBackend, onnx_bytes
-    from infercast.measure.ops import profile_ort
+    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measurement.ops import profile_ort
     from infercast.models import load_model
-    from infercast.predict.fusion import kernel_table, rules_for
+    from infercast.predictors.fusion import kernel_table, rules_for
 
     backend = OrtCpuBackend(opt_level="all")
     machine = backend.machine_facts()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from infercast.measure import campaign_rows
+from infercast.measurement import campaign_rows
 from infercast.store import Store
 
 from .helpers import FAST, infercast, stored_rows

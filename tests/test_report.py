@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from infercast import api
-from infercast.predict import CascadeBlend
+from infercast.predictors import CascadeBlend
 from infercast.report import ReportError, build_report
 from infercast.store import Store
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from infercast import screen, space
-from infercast.predict import CascadeBlend
-from infercast.predict.data import feature_frame
+from infercast.predictors import CascadeBlend
+from infercast.predictors.data import feature_frame
 from infercast.screen.pareto import crowding_distance, first_front, shortlist
 
 from .helpers import SMALL, cost_law, infercast
@@ -176,7 +176,7 @@ def test_cli_screen_json_and_errors(predictor, tmp_path) -> None:
 
 
 def test_validation_measures_the_shortlist_and_classifies_it(predictor, tmp_path) -> None:
-    from infercast.measure import Protocol
+    from infercast.measurement import Protocol
 
     blend, _ = predictor
     (tmp_path / "tiny.yaml").write_text(TINY)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infercast.measure.sensors import NoSensor, NvmlSensor, RaplSensor, detect
-from infercast.measure.sensors.nvml import NvmlUnavailable
+from infercast.measurement.sensors import NoSensor, NvmlSensor, RaplSensor, detect
+from infercast.measurement.sensors.nvml import NvmlUnavailable
 
 TRACES = Path(__file__).with_name("traces")
 WRAP = 262143328850
@@ -128,7 +128,7 @@ def test_nvml_without_energy_counter_integrates_power() -> None:
 
 
 def test_detect_opens_nvml_for_a_gpu_when_nvml_answers(monkeypatch) -> None:
-    from infercast.measure.sensors import nvml
+    from infercast.measurement.sensors import nvml
 
     monkeypatch.setattr(nvml, "_load_nvml", lambda: ReplayNvml(read_trace("nvml_counter.csv")))
     sensor = detect("cuda:1")
@@ -141,7 +141,7 @@ def test_detect_says_why_when_nvml_cannot_open_the_gpu(monkeypatch) -> None:
         def nvmlInit(self) -> None:
             raise RuntimeError("NVML Shared Library Not Found")
 
-    from infercast.measure.sensors import nvml
+    from infercast.measurement.sensors import nvml
 
     monkeypatch.setattr(nvml, "_load_nvml", lambda: Broken(None))
     sensor = detect("cuda:0")

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
-from infercast.features import FEATURE_NAMES, features
+from infercast.features import FEATURE_NAMES, featurize
 from infercast.graph import capture
 from infercast.space import SpaceError, get
-from infercast.space.kernels import ACTIVATIONS, OPS, canonical, kernel_shapes, sample_around
-from infercast.space.nets.kernels import ACTIVATIONS as ACTIVATION_MODULES
+from infercast.space.kernel_networks import ACTIVATIONS, OPS, canonical, kernel_shapes, sample_around
+from infercast.space.nets.kernel_networks import ACTIVATIONS as ACTIVATION_MODULES
 
 RESTRICTED = """
 name: small-kernels
@@ -101,7 +101,7 @@ def test_every_op_runs_as_one_kernel() -> None:
         assert all(torch.isfinite(t).all() for t in (output if isinstance(output, tuple) else (output,)))
         graph = capture(module, space.input_shape(config))
         closed = space.features(pd.DataFrame([config])).iloc[0]
-        assert closed.to_dict() == pytest.approx(features(graph)), op
+        assert closed.to_dict() == pytest.approx(featurize(graph)), op
         assert list(closed.index) == list(FEATURE_NAMES)
     with pytest.raises(SpaceError, match="op=dwconv takes groups=16"):
         space.parse("op=dwconv&side=14&cin=16&cout=16&groups=1")

@@ -1,76 +1,53 @@
 """infercast: predict what a CNN costs to run (latency, energy, peak memory) before deploying it.
 
-The two calls most programs need::
+The calls most programs need are plain functions here::
 
     import infercast
 
     infercast.predict(model, predictor="predictors/cpu")   # a model string, nn.Module or ModelProto
+    infercast.predict(model, device="pixel4/gpu")          # a shipped device predictor
     infercast.measure(model, input_shape=(1, 3, 224, 224))  # measured here, in a worker process
+    graph = infercast.capture(infercast.load_model("pytorchcv:resnet18"))
+    infercast.featurize(graph)                             # the predictors' feature vector
 
-``infercast.predict`` and ``infercast.measure`` are also the packages of those stages
-(``infercast.predict.CascadeBlend``, ``infercast.measure.profile``…): calling the package runs
-``infercast.api.predict`` / ``infercast.api.measure``. Both are imported on first use, so
-``import infercast`` stays light.
+The stages are packages (``infercast.predictors``, ``infercast.measurement``, ``infercast.screen``,
+…; docs/design.md); the workflows behind the CLI are ``infercast.api``. ``predict`` and ``measure``
+import what they need on first call, so ``import infercast`` stays light.
 """
 
-import importlib
+from __future__ import annotations
+
 import os
-import types
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 # Before torch loads libgomp (XGBoost and LightGBM share that copy): its threads spin for 300,000
-# iterations at every barrier by default, and two trainings side by side on a 2-core host then
-# took 85 s each instead of 2.5 s; at 1,000 they took 8 s, and one alone as long as before
-# (measured, docs/predict.md "Threads"). A value the user set is kept.
+# iterations at every barrier by default, and two trainings side by side on a 2-core host then ran
+# many times slower than one alone (docs/predict.md "Threads"). A value the user set is kept.
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 from infercast.errors import InfercastError
-from infercast.features import features
+from infercast.features import featurize
 from infercast.graph import Graph, capture
+from infercast.lazy import lazy_exports
 from infercast.models import LoadedModel, load_model
+from infercast.version import __version__
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from infercast.api.measuring import measure
+    from infercast.api.predicting import predict
 
-_CALLABLE_STAGES = ("measure", "predict")
-
-
-class CallableStage(types.ModuleType):
-    """A stage's package that is also its one-line entry point (``infercast.predict(model, …)``);
-    the package sets it as its own class when it is imported."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from infercast import api
-
-        return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)
-
-
-def lazy_exports(package: str, modules: dict[str, str]) -> Callable[[str], Any]:
-    """A package's module ``__getattr__`` (PEP 562) that imports each name of ``modules`` from its
-    submodule on first use: a package whose submodules import heavy libraries stays light."""
-
-    def exported(name: str) -> Any:
-        if name in modules:
-            return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-
-    return exported
-
-
-def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_STAGES:
-        return importlib.import_module(f"infercast.{name}")
-    raise AttributeError(f"module 'infercast' has no attribute {name!r}")
+# the workflows' functions themselves, imported on first use: their modules import pandas and the
+# predictors, which `import infercast` alone does not need
+__getattr__ = lazy_exports(__name__, {"predict": "api.predicting", "measure": "api.measuring"})
 
 
 __all__ = [
-    "CallableStage",
     "Graph",
     "InfercastError",
     "LoadedModel",
     "__version__",
     "capture",
-    "features",
+    "featurize",
     "load_model",
     "measure",
     "predict",

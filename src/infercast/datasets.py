@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph.ops import is_alias, kind_of
-from infercast.predict.data import feature_frame
-from infercast.predict.errors import PredictorError
-from infercast.predict.fusion import shape_arithmetic
-from infercast.predict.optable import ALGORITHM, SHAPE_COLUMNS
+from infercast.predictors.data import feature_frame
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.fusion import shape_arithmetic
+from infercast.predictors.optable import ALGORITHM, SHAPE_COLUMNS
 from infercast.store import Store
 from infercast.units import bytes_to_mb
 

@@ -89,8 +89,15 @@ def run_demo(
     learners for a quick check (the CI test)."""
     from infercast import screen
     from infercast.api import predict_models, train
-    from infercast.measure import Protocol, backends, campaign_rows, measure, platform_of, run_campaign
-    from infercast.predict import CascadeBlend
+    from infercast.measurement import (
+        Protocol,
+        backends,
+        campaign_rows,
+        measure_model_strings,
+        platform_of,
+        run_campaign,
+    )
+    from infercast.predictors import CascadeBlend
     from infercast.report import build_report
     from infercast.store import Store
     from infercast.units import bytes_to_mb
@@ -201,7 +208,9 @@ def run_demo(
     started = time.perf_counter()
     chosen = list(ZOO[:zoo])
     predicted = predict_models(predictor, chosen, "x".join(map(str, ZOO_SHAPE)))
-    measured = measure(chosen, backend, protocol, db=db, campaign="demo-zoo", input_shape=ZOO_SHAPE)
+    measured = measure_model_strings(
+        chosen, backend, protocol, db=db, campaign="demo-zoo", input_shape=ZOO_SHAPE
+    )
     networks = []
     for p, m in zip(predicted, measured, strict=True):
         networks.append(

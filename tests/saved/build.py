@@ -40,9 +40,9 @@ def build() -> dict:
     from infercast.api.predicting import PHYSICAL
     from infercast.api.training import _fit_combined, _fit_physical, _rank
     from infercast.datasets import TrainingData
-    from infercast.predict import Adapted, CascadeBlend, OpWise
-    from infercast.predict.devices.adapt import DeviceAdapted, shipped_sources
-    from infercast.predict.routes import MEAN_ROUTE
+    from infercast.predictors import Adapted, CascadeBlend, OpWise
+    from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
+    from infercast.predictors.routes import MEAN_ROUTE
 
     out = HERE / "predictor"
     shutil.rmtree(out, ignore_errors=True)

@@ -56,8 +56,8 @@ def tables() -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.ndarray, pd.Dat
     end-to-end table of the training configs."""
     from infercast import space
     from infercast.graph import capture
-    from infercast.predict.data import feature_frame
-    from infercast.predict.fusion import kernel_table, rules_for
+    from infercast.predictors.data import feature_frame
+    from infercast.predictors.fusion import kernel_table, rules_for
 
     carb = space.get(SPACE)
     configs = _configs()
@@ -85,7 +85,7 @@ def device_inputs() -> tuple[pd.DataFrame, np.ndarray]:
     """Device features of a dozen configs and their latency on an imagined device."""
     from infercast import space
     from infercast.graph import capture
-    from infercast.predict.devices.features import device_feature_frame
+    from infercast.predictors.devices.features import device_feature_frame
 
     carb = space.get(SPACE)
     configs = _configs().head(ADAPT_ROWS)

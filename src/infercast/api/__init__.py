@@ -16,19 +16,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infercast import lazy_exports
+from infercast.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from infercast.api.predicting import load_predictor, measure, predict, predict_devices, predict_models
+    from infercast.api.measuring import measure
+    from infercast.api.predicting import load_predictor, predict, predict_devices, predict_models
     from infercast.api.screening import screen
     from infercast.api.training import adapt, adapt_device, evaluate, predict_ops, suggest, train, train_ops
 
 # Each workflow's module is imported on first use: predicting for a shipped phone needs neither
-# training's learners nor screening's samplers (see ``infercast.predict``).
+# training's learners nor screening's samplers (see ``infercast.predictors``).
 _MODULES = {
-    **dict.fromkeys(
-        ("load_predictor", "measure", "predict", "predict_devices", "predict_models"), "predicting"
-    ),
+    **dict.fromkeys(("load_predictor", "predict", "predict_devices", "predict_models"), "predicting"),
+    "measure": "measuring",
     "screen": "screening",
     **dict.fromkeys(
         ("adapt", "adapt_device", "evaluate", "predict_ops", "suggest", "train", "train_ops"), "training"

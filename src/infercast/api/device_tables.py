@@ -1,4 +1,4 @@
-"""Build the device tables shipped in ``infercast/predict/devices/data`` from the public data.
+"""Build the device tables shipped in ``infercast/predictors/devices/data`` from the public data.
 
     python -m infercast.api.device_tables --usc ../shared/data/usc-mobile \\
         --nb201 ../shared/data/nb201-latency/nb201_latency.csv
@@ -11,7 +11,7 @@ usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False
 settings (µs there, ms here), and its GPU op rows (``tflite_gpu.op_rows``), on which the six GPU
 settings' op-wise routes are trained and shipped zipped (``tflite_gpu.ship``). NB201: a random
 1,000 cells (seed 0) with their 27 latencies, and their ``nb201`` space features at the three
-batch sizes the devices ran (1, 32, 256). A host this project measured (``ort_cpu``): from a store,
+batch sizes the devices ran (1, 32, 256). A host this project measured (``hosts``): from a store,
 the named design-space campaigns' configs (predictor features, device features of their captured
 graphs, latency, op rows) and the named kernel campaigns' op rows — never a zoo network's
 measurement — and its blend and op-wise routes trained on them. No raw file is copied; the tables
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.predict.devices import nb201, ort_cpu, tflite_gpu, usc
-from infercast.predict.devices.common import data_file
-from infercast.predict.devices.features import DEVICE_FEATURES, device_feature_frame, device_features
+from infercast.predictors.devices import hosts, nb201, tflite_gpu, usc
+from infercast.predictors.devices.common import data_file
+from infercast.predictors.devices.features import DEVICE_FEATURES, device_feature_frame, device_features
 
 NB201_CELLS = 1000
 
@@ -106,7 +106,7 @@ def host_tables(
         training_data,
     )
     from infercast.models.guarded import capture_model
-    from infercast.predict.errors import PredictorError
+    from infercast.predictors.errors import PredictorError
     from infercast.store import Store
 
     with Store(db, readonly=True) as store:
@@ -173,12 +173,12 @@ def write_host(
 ) -> None:
     """Put one host's rows into the shipped tables, replacing its earlier rows."""
     tables = []
-    shipped = ((ort_cpu.CONFIGS, configs), (ort_cpu.OPS, ops), (ort_cpu.KERNEL_NETWORKS, kernel_networks))
+    shipped = ((hosts.CONFIGS, configs), (hosts.OPS, ops), (hosts.KERNEL_NETWORKS, kernel_networks))
     for file, rows in shipped:
         path = data_file(file)
         kept = pd.read_parquet(path) if path.is_file() else rows.head(0).assign(device="")
         tables.append((path, pd.concat([kept[kept["device"] != name], rows.assign(device=name)])))
-    meta = data_file(ort_cpu.META)
+    meta = data_file(hosts.META)
     devices = json.loads(meta.read_text())["devices"] if meta.is_file() else {}
     for path, table in tables:
         table.reset_index(drop=True).to_parquet(path, index=False)
@@ -219,7 +219,7 @@ def main() -> None:
             args.host_name,
             *host_tables(args.host_db, args.host_campaign, args.host_kernels, args.host_latency_stat),
         )
-        ort_cpu.ship(args.host_name)
+        hosts.ship(args.host_name)
     if args.usc:
         usc_table(args.usc).to_parquet(data_file(usc.TABLE))
         tflite_gpu.op_rows(args.usc).to_parquet(data_file(tflite_gpu.TABLE), index=False)

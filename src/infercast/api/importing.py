@@ -75,7 +75,7 @@ def import_measurements(
     """Import ``path`` into the store ``db`` as measurements of ``device`` (a name you choose;
     it goes into the platform's fingerprint) run by ``backend``. Returns the platforms written,
     the rows stored, those already stored and the models that could not be captured."""
-    from infercast.measure import model_configs
+    from infercast.measurement import model_configs
     from infercast.store import Measurement, Platform, Store
 
     if not device.strip():

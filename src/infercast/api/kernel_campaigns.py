@@ -28,11 +28,11 @@ import pandas as pd
 
 from infercast.datasets import KERNEL_SPACE, store_tables
 from infercast.errors import InfercastError
-from infercast.measure import Protocol, backends, campaign_rows, platform_of, run_campaign
-from infercast.measure.backends.base import Backend
-from infercast.predict.opwise import OpWise
+from infercast.measurement import Protocol, backends, campaign_rows, platform_of, run_campaign
+from infercast.measurement.backends.base import Backend
+from infercast.predictors.opwise import OpWise
 from infercast.space import get as get_space
-from infercast.space.kernels import sample_around
+from infercast.space.kernel_networks import sample_around
 from infercast.store import Store
 
 Progress = Callable[[str, dict[str, Any]], None]

@@ -18,7 +18,7 @@ import pandas as pd
 from infercast.graph import Graph, capture
 from infercast.graph.ops import CONV_KINDS
 from infercast.models import load_model
-from infercast.space.kernels import SHAPE_COLUMNS, SHAPES_TABLE
+from infercast.space.kernel_networks import SHAPE_COLUMNS, SHAPES_TABLE
 
 MODELS = (
     "torchvision:resnet18",

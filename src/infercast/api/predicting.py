@@ -1,11 +1,9 @@
-"""Predictions and measurements of the models users hold: model strings, ``nn.Module`` and
-``onnx.ModelProto`` objects, ONNX paths. ``predict`` and ``measure`` are what ``infercast.predict(…)``
-and ``infercast.measure(…)`` call."""
+"""Predictions of the models users hold: model strings, ``nn.Module`` and ``onnx.ModelProto``
+objects, ONNX paths. ``predict`` is what ``infercast.predict(…)`` calls."""
 
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,18 +12,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from infercast.predict.data import feature_frame
-from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import ROUTE as PHYSICAL
-from infercast.predict.devices.physical import PhysicalLatency
-from infercast.predict.errors import PredictorError
-from infercast.predict.ood import either_ood
-from infercast.predict.opwise import OpWise
-from infercast.predict.routes import MEAN_ROUTE, geometric_mean
+from infercast.api.inputs import as_list, input_shape_of, model_name
+from infercast.predictors.data import feature_frame
+from infercast.predictors.devices.features import device_feature_frame
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.ood import either_ood
+from infercast.predictors.opwise import OpWise
+from infercast.predictors.physical import ROUTE as PHYSICAL
+from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
 
 if TYPE_CHECKING:
-    from infercast.predict.adapt import Adapted
-    from infercast.predict.blend import CascadeBlend
+    from infercast.predictors.adapted import Adapted
+    from infercast.predictors.blend import CascadeBlend
 
 # A predictor directory's latency routes: the blend on graph features (the directory itself), the
 # op-wise route (opwise/), the blend given the op-wise estimate (COMBINED/), Σ cost × work on
@@ -70,17 +69,10 @@ def rank_routes(
     }
 
 
-def model_name(model: Any, graph: Any = None) -> str:
-    """How a model is named in results: its string, else its graph's or class's name."""
-    if isinstance(model, str | Path):
-        return str(model)
-    return getattr(graph, "name", "") or type(model).__name__
-
-
 def load_predictor(folder: str | Path) -> CascadeBlend | Adapted:
     """A model-level predictor directory (from ``train`` or ``adapt``); an op-wise one is refused
     with what to use instead."""
-    from infercast.predict import load
+    from infercast.predictors import load
 
     model = load(folder)
     if isinstance(model, OpWise):
@@ -100,7 +92,7 @@ def opwise_of(folder: str | Path) -> OpWise | None:
 def combined_of(folder: str | Path) -> tuple[CascadeBlend | None, list[str]]:
     """The blend given the op-wise estimate, if ``train`` wrote one, and the routes' ranking."""
     # the blend's module imports scikit-learn: only predictor directories of `train` need it
-    from infercast.predict.blend import CascadeBlend
+    from infercast.predictors.blend import CascadeBlend
 
     sub, ranking = Path(folder) / COMBINED_DIR, Path(folder) / ROUTES_FILE
     combined = CascadeBlend.load(sub) if (sub / "meta.json").is_file() else None
@@ -124,7 +116,7 @@ def device_adapted_of(folder: str | Path) -> Any:
     or None when the folder holds another kind."""
     import json
 
-    from infercast.predict.devices.adapt import KIND, META, DeviceAdapted
+    from infercast.predictors.devices.recalibrated import KIND, META, DeviceAdapted
 
     meta = Path(folder) / META
     try:
@@ -182,9 +174,9 @@ def predict_models(
     route that was most accurate on the held-out configs (``route``; every route the directory
     has in ``routes``, best first; the op-wise one also in ``opwise``). A model running user code
     must load within ``timeout_s``."""
-    from infercast.features import features
+    from infercast.features import featurize
     from infercast.models.guarded import capture_model
-    from infercast.predict.blend import TARGETS
+    from infercast.predictors.blend import TARGETS
 
     adapted = device_adapted_of(folder)
     if adapted is not None:
@@ -196,7 +188,7 @@ def predict_models(
     settings = platform.settings
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
 
-    x = feature_frame([features(g) for g in graphs], settings)
+    x = feature_frame([featurize(g) for g in graphs], settings)
     predicted = blend.predict(x)
     routes = {"blend": predicted} if "latency" in blend.stages_ else {}
     if opwise is not None:
@@ -274,7 +266,7 @@ def predict_devices(
     ``batch_size`` is given. Configs of the design space a device learned from its features
     (NB201 cells on NB201 devices) are not captured: the space's closed form gives the same
     features without PyTorch."""
-    from infercast.predict.devices import device_info, get_device
+    from infercast.predictors.devices import device_info, get_device
 
     if not devices:
         raise PredictorError("name at least one device (`infercast devices list` shows them)")
@@ -353,22 +345,6 @@ def _space_features(
     return out
 
 
-def _many(models: Any) -> tuple[list[Any], bool]:
-    """One model or a list of them (a string, a module or an ONNX model is one)."""
-    if isinstance(models, list | tuple):
-        return list(models), True
-    return [models], False
-
-
-def _input_shape(input_shape: Any, example_input: Any) -> Any:
-    if example_input is None:
-        return input_shape
-    shape = tuple(int(d) for d in example_input.shape)
-    if input_shape is not None and tuple(input_shape) != shape:
-        raise ValueError(f"input_shape={input_shape} differs from example_input's shape {shape}")
-    return shape
-
-
 def predict(
     models: Any,
     predictor: str | Path | None = None,
@@ -388,8 +364,8 @@ def predict(
     several devices: one dict per model and device, models outer)."""
     if (predictor is None) == (device is None):
         raise PredictorError("give either predictor= (a directory) or device= (a shipped device name)")
-    items, many = _many(models)
-    shape = _input_shape(input_shape, example_input)
+    items, many = as_list(models)
+    shape = input_shape_of(input_shape, example_input)
     if device is not None:
         names = [device] if isinstance(device, str) else list(device)
         results = predict_devices(items, names, shape, batch_size, timeout_s)
@@ -397,59 +373,3 @@ def predict(
     assert predictor is not None
     results = predict_models(predictor, items, shape, batch_size, timeout_s)
     return results if many else results[0]
-
-
-def measure(
-    models: Any,
-    backend: str = "ort-cpu",
-    input_shape: tuple[int, ...] | str | None = None,
-    example_input: Any = None,
-    db: str | Path | None = None,
-    **options: Any,
-) -> dict[str, Any] | list[dict[str, Any]]:
-    """Measure one model or a list on this machine (``infercast.measure.measure`` takes the
-    options: protocol, energy, campaign, op_runs, threads, opt_level…). Model objects run on ONNX
-    Runtime: an ``nn.Module`` is exported to ONNX (``input_shape`` or ``example_input`` gives its
-    input), an ``onnx.ModelProto`` saved, each to a temporary file the worker process loads."""
-    from infercast.measure import measure as run_measure
-    from infercast.models import parse_input_shape
-
-    items, many = _many(models)
-    shape = _input_shape(input_shape, example_input)
-    if isinstance(shape, str):
-        shape = parse_input_shape(shape)
-    with tempfile.TemporaryDirectory(prefix="infercast-measure-") as folder:
-        specs = [_as_spec(m, shape, backend, Path(folder) / f"model{i}.onnx") for i, m in enumerate(items)]
-        results = run_measure(specs, backend, db=db, input_shape=shape, **options)
-    for model, result in zip(items, results, strict=True):
-        if not isinstance(model, str | Path):
-            result["model"] = model_name(model)
-    return results if many else results[0]
-
-
-def _as_spec(model: Any, shape: tuple[int, ...] | None, backend: str, path: Path) -> str:
-    """A model string the measurement worker can load: strings as they are, objects as ONNX files."""
-    if isinstance(model, str | Path):
-        return str(model)
-    import onnx
-    import torch
-
-    if not backend.startswith("ort-"):
-        raise ValueError(
-            f"measuring a {type(model).__name__} object on {backend} needs a model string the worker "
-            "can build (file.py:factory); on ort-* backends it is exported to ONNX"
-        )
-    if isinstance(model, onnx.ModelProto):
-        onnx.save(model, str(path))
-        return str(path)
-    if isinstance(model, torch.nn.Module):
-        if shape is None:
-            raise ValueError(f"measuring a {type(model).__name__}: give input_shape or example_input")
-        from infercast.measure.backends.ort_cpu import onnx_bytes
-        from infercast.models import load_model
-
-        path.write_bytes(onnx_bytes(load_model(model, shape)))
-        return str(path)
-    raise ValueError(
-        f"cannot measure a {type(model).__name__}: give a model string, nn.Module or onnx.ModelProto"
-    )

@@ -19,7 +19,7 @@ def _device_predictor(device: str, space: str | None) -> tuple[Any, dict[str, li
     features it reads (None: the space's own). NB201 devices learned from NB201 cells' own
     features at one batch size; the phone settings and a host this project measured read device
     features, at batch 1 in fp32."""
-    from infercast.predict.devices import device_info, get_device, nb201
+    from infercast.predictors.devices import device_info, get_device, nb201
     from infercast.screen.device import DeviceScreener
     from infercast.space import get as get_space
 
@@ -88,7 +88,7 @@ def screen(
     ``carb-resnet`` at batch 1 in fp32 (latency only, ``screen.device``).
     Returns the result as plain data (``ScreenResult.to_dict``)."""
     from infercast import screen as screening
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
 
     tell = status or (lambda message: None)
     if out is not None:
@@ -175,7 +175,7 @@ def _device_summary(device: str, model: Any) -> dict[str, Any]:
     own = getattr(model, "summary", None)
     if own is not None:
         return own()
-    from infercast.predict.devices import device_info
+    from infercast.predictors.devices import device_info
 
     card = device_info(device).card
     figures = {k: card.get(k) for k in ("within_10pct", "median_abs_error_pct", "spearman", "coverage")}

@@ -41,17 +41,17 @@ from infercast.datasets import (
 )
 from infercast.errors import InfercastError
 from infercast.paths import check_output_dir
-from infercast.predict.adapt import SELECTIONS, Adapted, select_configs
-from infercast.predict.artifact import PlatformInfo
-from infercast.predict.blend import CascadeBlend
-from infercast.predict.data import feature_frame
-from infercast.predict.devices.features import device_feature_frame
-from infercast.predict.devices.physical import fit_configs_and_kernels
-from infercast.predict.errors import PredictorError
-from infercast.predict.folds import stratified_split
-from infercast.predict.optable import check_e2e_table, check_op_table
-from infercast.predict.opwise import MIN_MODELS, OpWise
-from infercast.predict.routes import MEAN_ROUTE
+from infercast.predictors.adapted import SELECTIONS, Adapted, select_configs
+from infercast.predictors.artifact import PlatformInfo
+from infercast.predictors.blend import CascadeBlend
+from infercast.predictors.data import feature_frame
+from infercast.predictors.devices.costs import fit_configs_and_kernels
+from infercast.predictors.devices.features import device_feature_frame
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.folds import stratified_split
+from infercast.predictors.optable import check_e2e_table, check_op_table
+from infercast.predictors.opwise import MIN_MODELS, OpWise
+from infercast.predictors.routes import MEAN_ROUTE
 from infercast.store import Store
 from infercast.tables import read_table
 
@@ -216,7 +216,7 @@ def _fit_physical(
     summary: dict[str, Any],
     tell: Progress,
 ) -> dict[str, np.ndarray]:
-    """The route Σ cost × work (``devices.physical``) on the device features of each config's
+    """The route Σ cost × work (``predictors.physical``) on the device features of each config's
     graph, captured again from its model string, and of each kernel-campaign network (which
     teach the costs of kernels the design spaces lack; the configs alone score the route): its
     interval's residuals come from holding each design space out when the store has several.
@@ -453,14 +453,14 @@ def adapt_device(
 ) -> dict[str, Any]:
     """Few-shot adaptation from the shipped devices: ``k`` of the platform's measured networks
     (``db import`` or a campaign) choose the nearest shipped device — among the hosts of the
-    platform's runtime when there are any (``devices.adapt.same_runtime``) — and recalibrate it
+    platform's runtime when there are any (``devices.recalibrated.same_runtime``) — and recalibrate it
     (``DeviceAdapted``); scored on the platform's other measurements next to that device
     unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
 
     from infercast.models.guarded import capture_model
-    from infercast.predict.devices.adapt import DeviceAdapted, same_runtime, shipped_sources
-    from infercast.predict.devices.features import device_feature_frame
-    from infercast.predict.metrics import regression_metrics
+    from infercast.predictors.devices.features import device_feature_frame
+    from infercast.predictors.devices.recalibrated import DeviceAdapted, same_runtime, shipped_sources
+    from infercast.predictors.metrics import regression_metrics
 
     _check_selection(selection, k)
     check_output_dir(out)

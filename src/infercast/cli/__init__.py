@@ -39,7 +39,7 @@ MODEL_HELP = "pytorchcv:NAME, timm:NAME, torchvision:NAME, path/to/model.onnx or
 
 def _print_version(asked: bool) -> None:
     if asked:
-        from infercast import __version__
+        from infercast.version import __version__
 
         console.print(f"infercast {__version__}", highlight=False)
         raise typer.Exit()

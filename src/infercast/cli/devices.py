@@ -40,7 +40,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Every shipped device predictor, with its accuracy card (folds held out by architecture family)."""
-    from infercast.predict.devices import list_devices
+    from infercast.predictors.devices import list_devices
 
     infos = run_guarded(list_devices)
     if contains:
@@ -62,7 +62,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """One shipped device predictor: what it was measured on, with what, and how accurate it is."""
-    from infercast.predict.devices import device_info
+    from infercast.predictors.devices import device_info
 
     info = run_guarded(lambda: device_info(name))
     if as_json:

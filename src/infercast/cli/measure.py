@@ -30,7 +30,7 @@ def _settings(name: str, threads: int, opt_level: str) -> dict[str, Any]:
 
 
 def _backend(name: str, threads: int, opt_level: str) -> Any:
-    from infercast.measure import backends
+    from infercast.measurement import backends
 
     return backends.get(name, **_settings(name, threads, opt_level))
 
@@ -44,7 +44,7 @@ def protocol_of(
     timeout_s: float,
     sentinel_every_s: float = 600.0,
 ) -> Any:
-    from infercast.measure import Protocol
+    from infercast.measurement import Protocol
 
     return Protocol(
         warmup_s=warmup_s,
@@ -112,7 +112,7 @@ def measure(
     With --db the results are stored too, and models the campaign already holds are not re-measured.
     Exit code 0 when every model was measured, 1 when any failed (each failure is in the output),
     2 when the request itself is refused."""
-    from infercast.measure import measure as run_measure
+    from infercast.measurement import measure_model_strings as run_measure
 
     def body() -> list[dict[str, Any]]:
         chosen = _backend(backend, threads, opt_level)
@@ -219,7 +219,7 @@ def profile(
 
     With --ray ADDRESS the configs are measured on the cluster's nodes that offer each --device
     kind (ray start --resources '{"device:KIND": 1}'); this process alone writes the store."""
-    from infercast.measure import profile as run_profile
+    from infercast.measurement import profile as run_profile
 
     if space is None and not kernels:
         err_console.print("[bold red]error:[/] give --space NAME (or --kernels for a kernel campaign)")

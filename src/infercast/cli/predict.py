@@ -60,7 +60,7 @@ def train(
 ) -> None:
     """Train the CARB cascade blend (and the op-wise predictor) on a store's measurements."""
     from infercast.api import train as run_train
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
 
     def body() -> dict[str, Any]:
         blend = CascadeBlend(n_estimators=n_estimators, forest_estimators=forest_estimators, seed=seed)
@@ -132,7 +132,7 @@ def predict(
     """Predict latency, energy and peak memory of MODELS on the predictor's platform, or their
     latency on shipped devices (--device pixel4/gpu)."""
     from infercast.api import predict_devices, predict_models
-    from infercast.predict.errors import PredictorError
+    from infercast.predictors.errors import PredictorError
 
     def body() -> list[dict[str, Any]]:
         if (predictor is None) == (not device):
@@ -154,8 +154,8 @@ def predict(
     if as_json:
         print_json(results)
         return
-    from infercast.predict.devices.physical import ROUTE as PHYSICAL
-    from infercast.predict.routes import MEAN_ROUTE
+    from infercast.predictors.physical import ROUTE as PHYSICAL
+    from infercast.predictors.routes import MEAN_ROUTE
 
     # long route names, shortened in the table (and spelled out under it): its cells stay one line
     short_routes = {MEAN_ROUTE: "mean of 3", PHYSICAL: "Σ cost × work"}
@@ -273,7 +273,7 @@ def train_ops(
 ) -> None:
     """Train the op-wise latency predictor from op measurements of any runtime."""
     from infercast.api import train_ops as run_train_ops
-    from infercast.predict import OpWise
+    from infercast.predictors import OpWise
 
     def body() -> dict[str, Any]:
         model = OpWise(n_estimators=n_estimators, seed=seed, overhead=overhead, kernel_learner=kernel_learner)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from infercast.distributed.cluster import connected
-from infercast.measure import Campaign, MeasureError, Protocol, campaign_rows
-from infercast.measure.engine import Item
+from infercast.measurement import Campaign, MeasureError, Protocol, campaign_rows
+from infercast.measurement.engine import Item
 from infercast.store import Measurement, Platform, Store
 
 DEVICE_PREFIX = "device:"
@@ -41,8 +41,8 @@ def device_kinds(resources: dict[str, float]) -> list[str]:
 
 def _probe(backend_name: str, settings: dict[str, Any]) -> dict[str, Any]:
     """On a node offering the device: the fingerprint its measurements will be stored under."""
-    from infercast.measure import backends
-    from infercast.measure.platform import fingerprint
+    from infercast.measurement import backends
+    from infercast.measurement.platform import fingerprint
 
     return fingerprint(backends.get(backend_name, **settings).device)
 
@@ -58,8 +58,8 @@ def _measure_chunk(
     """On the node that owns the device: measure ``items`` with the local engine."""
     import ray
 
-    from infercast.measure import Engine, backends, energy_sensor
-    from infercast.measure.platform import fingerprint
+    from infercast.measurement import Engine, backends, energy_sensor
+    from infercast.measurement.platform import fingerprint
 
     backend = backends.get(backend_name, **settings)
     results: list[dict[str, Any]] = []
@@ -107,7 +107,7 @@ def profile_on_ray(
     imports), so small chunks cost start-up time; large ones lose more work to a dead node."""
     import ray
 
-    from infercast.measure import backends
+    from infercast.measurement import backends
 
     if not kinds:
         raise MeasureError("name at least one device kind to profile on (--device KIND)")

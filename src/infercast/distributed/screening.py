@@ -40,7 +40,7 @@ def _predictor_files(folder: str | Path) -> dict[str, bytes]:
 
 def _load(files: dict[str, bytes]) -> Any:
     """The predictor from its files, written once per content into a temp folder of this node."""
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
 
     digest = hashlib.sha1(b"".join(k.encode() + v for k, v in sorted(files.items()))).hexdigest()[:16]
     if digest not in _LOADED:
@@ -104,7 +104,7 @@ def screen_on_ray(
     ``screen`` (shortlist, risk, predictor_b, weights, platform, progress)."""
     import ray
 
-    from infercast.predict import CascadeBlend
+    from infercast.predictors import CascadeBlend
     from infercast.space import get as get_space
 
     if n < 1:

@@ -1,6 +1,6 @@
 """The flat, versioned feature vector the predictors learn from.
 
-``features(graph)`` returns one value per name in ``FEATURE_NAMES`` (schema ``FEATURE_SCHEMA_VERSION``).
+``featurize(graph)`` returns one value per name in ``FEATURE_NAMES`` (schema ``FEATURE_SCHEMA_VERSION``).
 Column meanings are documented in ``FEATURE_DOCS`` (docs/graph.md describes the costs behind them).
 The vectorised design-space path must produce the same columns; a test holds the two equal.
 """
@@ -39,7 +39,7 @@ FEATURE_DOCS: dict[str, str] = {
 FEATURE_NAMES: tuple[str, ...] = tuple(FEATURE_DOCS)
 
 
-def features(graph: Graph) -> dict[str, float]:
+def featurize(graph: Graph) -> dict[str, float]:
     """The feature vector of a captured graph, keyed by ``FEATURE_NAMES`` in that order."""
     shape = (*graph.input_shape, 1, 1, 1, 1)
     flops = graph.flops
@@ -102,7 +102,7 @@ def describe(graph: Graph, source: str = "") -> dict[str, Any]:
         "input_shape": list(graph.input_shape),
         "dtype": graph.dtype,
         **graph.totals(),
-        "features": features(graph),
+        "features": featurize(graph),
         "feature_schema": FEATURE_SCHEMA_VERSION,
         "nodes": [node.to_dict() for node in graph.nodes],
     }

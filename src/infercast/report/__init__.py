@@ -89,8 +89,8 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    from infercast.predict import TARGETS, OpWise, load
-    from infercast.predict.data import feature_frame
+    from infercast.predictors import TARGETS, OpWise, load
+    from infercast.predictors.data import feature_frame
 
     blend = load(predictor)
     if isinstance(blend, OpWise):

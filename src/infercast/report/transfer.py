@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from infercast.datasets import TrainingData, training_data
-from infercast.predict import TARGETS, CascadeBlend, regression_metrics
-from infercast.predict.data import settings_columns
+from infercast.predictors import TARGETS, CascadeBlend, regression_metrics
+from infercast.predictors.data import settings_columns
 from infercast.store import Store
 
 MIN_TRAIN = 12

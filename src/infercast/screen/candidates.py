@@ -143,10 +143,10 @@ def from_configs(path: str | Path, space_name: str) -> Candidates:
 def from_models(models: list[str], timeout_s: float | None = None) -> Candidates:
     """Model strings of any kind; each is captured once here (slow next to a space, but exact). A
     model running user code must load within ``timeout_s``."""
-    from infercast.features import features
+    from infercast.features import featurize
     from infercast.models.guarded import capture_model
 
-    rows = [features(capture_model(model, timeout_s=timeout_s)[0]) for model in models]
+    rows = [featurize(capture_model(model, timeout_s=timeout_s)[0]) for model in models]
     configs = pd.DataFrame({"model": models, "id": models})
     return Candidates(
         configs, None, pd.DataFrame(rows)[list(FEATURE_NAMES)], source=f"{len(models)} model strings"

@@ -1,6 +1,6 @@
 """A shipped phone setting or measured host (``infercast devices list``) as a screening predictor.
 
-Its Σ cost × work model (``devices.physical``) reads device features, which
+Its Σ cost × work model (``predictors.physical``) reads device features, which
 ``screen.device_features`` computes for a design space's candidates in closed form. It predicts
 latency only; the stage-1 margin comes from its out-of-fold residuals on held-out architecture
 families (a host's: held-out design spaces), and stage 2 adds its interval and the ``ood`` check.
@@ -36,8 +36,8 @@ class DeviceScreener:
     named ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
 
     def __init__(self, device: str, space: Any) -> None:
-        from infercast.predict.devices import cards, source_of
-        from infercast.predict.devices.physical import ROUTE
+        from infercast.predictors.devices import cards, source_of
+        from infercast.predictors.physical import ROUTE
         from infercast.screen.device_features import FEATURIZERS
 
         if space.string_name not in FEATURIZERS:

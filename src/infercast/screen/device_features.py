@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.predict.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES, SMALL_KERNEL_MFLOPS
+from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES, SMALL_KERNEL_MFLOPS
 
 Array = np.ndarray
 _BYTES = 4.0  # fp32

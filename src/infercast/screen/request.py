@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercast.errors import InfercastError
-from infercast.predict import TARGETS, CascadeBlend
+from infercast.predictors import TARGETS, CascadeBlend
 
 OBJECTIVES = ("latency", "memory", "energy", "flops", "params")
 _BUDGET_TARGETS = {"latency": "max_latency_ms", "memory": "max_memory_mb", "energy": "max_energy_j"}

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.features import FEATURE_NAMES
-from infercast.predict import TARGETS, CascadeBlend
+from infercast.predictors import TARGETS, CascadeBlend
 from infercast.screen.candidates import CHUNK, Candidates
 from infercast.screen.pareto import shortlist as pareto_shortlist
 from infercast.screen.request import Budgets, ScreenError, check_request

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.features import FEATURE_NAMES
-from infercast.predict import TARGETS, CascadeBlend
+from infercast.predictors import TARGETS, CascadeBlend
 from infercast.screen.candidates import Candidates
 from infercast.screen.request import ScreenError
 from infercast.screen.stages import ScreenResult, feature_part
@@ -36,7 +36,7 @@ def validate(
     budgets) on this machine, on the predictor's platform; store the measurements; report
     predicted vs measured and the budget classification."""
     # measuring imports torch (1.4 s): a screening that validates nothing should not pay it
-    from infercast.measure import backends, run_campaign
+    from infercast.measurement import backends, run_campaign
 
     platform = predictor.info.platform
     # settings that name where it ran (a device, a cluster's device kind) are not backend options

@@ -9,7 +9,7 @@ from typing import Any
 
 from infercast.space.base import Param, Space, SpaceError
 from infercast.space.carb_resnet import CarbResNet
-from infercast.space.kernels import Kernels
+from infercast.space.kernel_networks import Kernels
 from infercast.space.mobile_nas import MobileNAS
 from infercast.space.nb201 import NB201
 

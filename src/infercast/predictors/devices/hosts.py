@@ -1,0 +1,213 @@
+"""ONNX Runtime on the CPU of the machine infercast is developed on (``epyc-2core/ort-cpu``):
+this project's own measurements, for any graph a user captures.
+
+Data: design-space profiles (``carb-resnet``, ``mobile-nas``; end to end and per op) and a kernel
+campaign (one-kernel networks, per op), measured by ``infercast profile`` with the noise-aware
+protocol (the fastest round's median, ``low_ms``). No complete zoo network (pytorchcv, timm,
+torchvision) measured on that host is among them: those are the card's test set. What ships
+(``data/ort_cpu_configs.parquet``: each design-space config's predictor features and latency;
+``data/ort_cpu_ops.parquet``: their op rows and the kernel networks';
+``data/ort_cpu_kernel_networks.parquet``: each kernel network's latency and device features;
+``data/ort_cpu.json``:
+the host, runtime, settings and campaigns) is built by ``python -m infercast.api.device_tables
+--host-db DB …``.
+
+The predictor is three routes: the cascade blend on graph features and the op-wise route
+(kernel regressors + overhead model), trained by the same builder from those tables and shipped
+trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON, 1.4 MB zipped;
+training them on first use took 3.5 s, which put a first prediction over 10 s whenever the
+machine ran slow), and the Σ cost × work model on device features (``predictors.physical``, as for
+the phones) of the configs and the kernel networks, fitted in milliseconds on every use. Its
+latency is their geometric mean. Their errors have different causes (the blend follows networks
+like the training ones; the op-wise route adds up kernels it has seen in other networks; Σ cost ×
+work adds up the network's work at fitted rates), and the choice was made on the training configs
+alone (benchmarks/host_card.py, RESULTS.md "Host CPU"): with either design space held out
+entirely, the three-route mean's worst median error is 15.8 % (the blend 29.9 %, the two-route
+mean 20.5 %); the op-wise route and Σ cost × work alone have lower ones (8.6 %, 8.4 %), but their
+intervals covered 47 % and 38 % of the held-out ``mobile-nas`` configs, where the mean's (the span
+of the three routes' intervals) covered 98 %. A graph any route finds
+unusual is ``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
+features with a closed form for a million candidates.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from infercast.features import featurize
+from infercast.graph import Graph
+from infercast.predictors.data import feature_frame
+from infercast.predictors.devices.common import DeviceInfo, cards, data_file, load_packed, routes_archive
+from infercast.predictors.devices.common import ship as ship_trained
+from infercast.predictors.devices.costs import fit_configs_and_kernels
+from infercast.predictors.devices.features import DEVICE_FEATURES, device_feature_frame
+from infercast.predictors.opwise import OpWise
+from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
+
+if TYPE_CHECKING:
+    from infercast.predictors.blend import CascadeBlend
+
+CONFIGS = "ort_cpu_configs.parquet"
+OPS = "ort_cpu_ops.parquet"
+KERNEL_NETWORKS = "ort_cpu_kernel_networks.parquet"
+META = "ort_cpu.json"
+ROUTE = MEAN_ROUTE
+# a host learned from 128–224² inputs: no one input side marks a network as unlike its training
+INPUT_SIDE = None
+# settings chosen when the routes trained on first use (the defaults take 23 s here): the op-wise
+# route with one learner (XGBoost, the one cross-validation picked for most kernel types here) and
+# 100 trees instead of choosing among three with 400; the blend with the NB201 devices' tree counts.
+# One overhead form, as when the card was measured: the card's real networks were measured on that
+# host, and a route trained otherwise would ship with a card that no longer describes it
+OPWISE = {"kernel_learner": "xgboost", "n_estimators": 100, "overhead": "auto"}
+BLEND = {"n_estimators": 200, "forest_estimators": 100}
+
+
+@cache
+def hosts() -> dict[str, dict[str, Any]]:
+    """Per shipped host device: host, runtime, settings, campaigns (``data/ort_cpu.json``)."""
+    path = data_file(META)
+    return json.loads(path.read_text())["devices"] if path.is_file() else {}
+
+
+@cache
+def _table(name: str) -> pd.DataFrame:
+    return pd.read_parquet(data_file(name))
+
+
+def names() -> list[str]:
+    return sorted(hosts())
+
+
+def _info(name: str) -> DeviceInfo:
+    host = hosts()[name]
+    settings = ", ".join(f"{k} {v}" for k, v in host["settings"].items())
+    return DeviceInfo(
+        name=name,
+        device=host["device"],
+        runtime=f"ONNX Runtime {host['onnxruntime']} CPU",
+        setting=f"{settings}; batch 1",
+        dtype="fp32",
+        source=host["source"],
+        n_train=int(host["n_configs"]),
+        accepts="any captured graph (trained on carb-resnet and mobile-nas configs at 128–224²)",
+        trained_on="design-space configs",
+        card=cards().get(name, {}),
+    )
+
+
+def infos() -> list[DeviceInfo]:
+    return [_info(name) for name in names()]
+
+
+def training_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The shipped training data of ``name``: predictor features of its design-space configs, their
+    ``model`` (config id), ``space``, ``latency_ms`` and device features, their op rows, and the
+    kernel networks'."""
+    configs = _table(CONFIGS)
+    configs = configs[configs["device"] == name].drop(columns="device").reset_index(drop=True)
+    ops = _table(OPS)
+    ops = ops[ops["device"] == name].drop(columns="device")
+    kernel = ops["kernel_campaign"].to_numpy(dtype=bool)
+    described = ["model", "space", "latency_ms", *DEVICE_FEATURES]
+    return (
+        configs.drop(columns=described),
+        configs[described],
+        ops[~kernel].drop(columns="kernel_campaign").reset_index(drop=True),
+        ops[kernel].drop(columns="kernel_campaign").reset_index(drop=True),
+    )
+
+
+def kernel_networks(name: str) -> pd.DataFrame:
+    """The one-kernel networks of ``name``'s kernel campaigns: ``model``, ``latency_ms`` and device
+    features (none for a host shipped without them)."""
+    if not data_file(KERNEL_NETWORKS).is_file():
+        return pd.DataFrame(columns=["model", "latency_ms", *DEVICE_FEATURES])
+    table = _table(KERNEL_NETWORKS)
+    return table[table["device"] == name].drop(columns="device").reset_index(drop=True)
+
+
+def physical(name: str) -> PhysicalLatency:
+    """The Σ cost × work route of ``name``, fitted on its design-space configs and kernel networks;
+    the interval's residuals come from holding each design space out, the nearest the configs get
+    to a network unlike all of them."""
+    _, e2e, _, _ = training_tables(name)
+    kernels = kernel_networks(name)
+    return fit_configs_and_kernels(
+        e2e, e2e["latency_ms"].to_numpy(), e2e["space"].to_numpy(), kernels, kernels["latency_ms"].to_numpy()
+    )
+
+
+class Routes:
+    """The two trained routes, saved as two predictor directories under one folder."""
+
+    def __init__(self, blend: CascadeBlend, opwise: OpWise) -> None:
+        self.blend = blend
+        self.opwise = opwise
+
+    def save(self, folder: Path, name: str) -> None:
+        self.blend.save(folder / "blend", {"device": name})
+        self.opwise.save(folder / "opwise", {"device": name})
+        (folder / "meta.json").write_text(json.dumps({"device": name, "route": ROUTE}))
+
+    @classmethod
+    def load(cls, folder: Path) -> Routes:
+        # the blend's module imports scikit-learn: listing the devices never loads it
+        from infercast.predictors.blend import CascadeBlend
+
+        return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
+
+
+def ship(name: str) -> Path:
+    """Train the blend and op-wise routes of host ``name`` on its shipped tables and ship them
+    zipped (replacing earlier ones): a first prediction then loads, never trains."""
+    routes = train_routes(name)
+    return ship_trained(lambda folder: routes.save(folder, name), routes_archive(name))
+
+
+def train_routes(name: str) -> Routes:
+    """The blend and op-wise routes of ``name`` trained on its shipped tables (deterministic: the
+    shipped ones are this, ``python -m infercast.api.device_tables --host-db …`` writes them)."""
+    from infercast.predictors.blend import CascadeBlend
+
+    x, e2e, ops, kernel_ops = training_tables(name)
+    blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
+    opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
+    return Routes(blend, opwise)
+
+
+class OrtCpuDevice:
+    """A host measured by this project: the shipped blend and op-wise routes, and the Σ cost ×
+    work route fitted on load."""
+
+    def __init__(self, name: str) -> None:
+        self.info = _info(name)
+        self.settings: dict[str, Any] = hosts()[name]["settings"]
+        self.backend: str = hosts()[name]["backend"]
+        # hosts shipped before op rows named the layout carry no block: one algorithm, as trained
+        self.machine = {"nchwc_block": int(hosts()[name].get("nchwc_block", 0))}
+        self.routes = load_packed(routes_archive(name), Routes.load)
+        self.physical = physical(name)
+
+    def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
+        x = feature_frame([featurize(g) for g in graphs], self.settings)
+        blend = self.routes.blend.predict(x).reset_index(drop=True)
+        opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings, self.machine)
+        by_work = self.physical.predict(device_feature_frame(graphs))
+        mean = geometric_mean(blend, opwise, by_work.reset_index(drop=True))
+        return mean.assign(
+            route=ROUTE,
+            model_level_ms=blend["latency_ms"].to_numpy(),
+            opwise_ms=opwise["latency_ms"].to_numpy(),
+            physical_ms=by_work["latency_ms"].to_numpy(),
+        )
+
+
+def load(name: str) -> OrtCpuDevice:
+    return OrtCpuDevice(name)

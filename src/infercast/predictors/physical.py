@@ -1,0 +1,257 @@
+"""``PhysicalLatency``: latency as a sum of non-negative costs per unit of work.
+
+``latency = Σ_i cost_i · x_i`` over the device features (``devices.features``: FLOPs per kind of
+convolution, bytes moved, kernels launched, a constant). The costs are fitted by non-negative
+least squares on *relative* error, so a 1 ms network weighs as much as a 100 ms one, and every
+cost is a time per unit of work: a network of a family never seen still adds up its work at the
+device's rates, where trees would fall back to the nearest training network.
+
+The 90 % interval is ``prediction · e^(±q)``, q the conformal quantile of the out-of-fold
+|log(truth / prediction)| — folds grouped (by architecture family, when given) and each group
+weighing as one draw (``intervals.conformal_quantile``), so q holds for a family the predictor
+never saw, however many networks the largest family has. A model is ``ood`` when one of its
+features lies outside what the training networks spanned (with a factor of slack), with the
+features named.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from infercast.predictors.artifact import damaged_as_error, read_meta, write_meta
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.intervals import conformal_quantile
+from infercast.predictors.metrics import regression_metrics
+
+ROUTE = "Σ cost × work (device features)"
+KIND = "physical-latency"
+# a feature this many times beyond the training range is outside what the costs were fitted on
+_RANGE_SLACK = 2.0
+
+
+def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative costs minimising Σ ((x·cost − y) / y)²."""
+    # SciPy and scikit-learn load when a model is fitted: a phone's cached predictor only predicts
+    from scipy.optimize import nnls
+
+    design = x / y[:, None]
+    scale = np.abs(design).max(axis=0)
+    scale[scale == 0] = 1.0  # a feature no training row has gets cost 0
+    costs, _ = nnls(design / scale, np.ones(len(y)))
+    return costs / scale
+
+
+class PhysicalLatency:
+    """Latency (ms) of a network from its work, at non-negative per-unit costs.
+
+    ``features``: the columns of ``x`` the costs are fitted on; ``candidates``: further columns of
+    which grouped cross-validation keeps at most one (``chosen_``); ``n_folds``: grouped folds for
+    that choice and for the interval's out-of-fold residuals; ``coverage``: the interval's nominal
+    coverage."""
+
+    def __init__(
+        self,
+        features: tuple[str, ...],
+        candidates: tuple[str, ...] = (),
+        n_folds: int = 5,
+        coverage: float = 0.9,
+    ) -> None:
+        if not features:
+            raise PredictorError("features=() names no column to fit costs on")
+        if n_folds < 2:
+            raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
+        if not 0 < coverage < 1:
+            raise PredictorError(f"coverage={coverage!r} must lie between 0 and 1")
+        self.features = tuple(features)
+        self.candidates = tuple(candidates)
+        self.n_folds = n_folds
+        self.coverage = coverage
+        self.chosen_: str | None = None
+        self.columns_: tuple[str, ...] = self.features
+        self.costs_: np.ndarray | None = None
+        self.interval_q_ = float("nan")
+        self.residuals_: np.ndarray | None = None
+        self.low_: np.ndarray | None = None
+        self.high_: np.ndarray | None = None
+        self.n_train_ = 0
+
+    def _matrix(self, x: pd.DataFrame, columns: tuple[str, ...] | None = None) -> np.ndarray:
+        columns = self.columns_ if columns is None else columns
+        missing = [c for c in columns if c not in x.columns]
+        if missing:
+            raise PredictorError(f"feature columns {missing} are missing")
+        matrix = x[list(columns)].to_numpy(dtype=np.float64)
+        if not np.isfinite(matrix).all():
+            raise PredictorError("features hold NaN or infinite values")
+        return matrix
+
+    def fit(
+        self,
+        x: pd.DataFrame,
+        y: np.ndarray,
+        groups: np.ndarray | None = None,
+        scored: np.ndarray | None = None,
+    ) -> PhysicalLatency:
+        """Fit the costs on networks ``x`` with latencies ``y`` (ms); ``groups`` (e.g. families)
+        keep related networks in one fold when calibrating the interval. ``scored`` (a boolean
+        mask, default every row) marks the rows whose out-of-fold errors choose the extra column
+        and calibrate the interval: one-kernel networks of a kernel campaign teach the costs of
+        kernels the networks lack, but a network of many kernels is what the route predicts."""
+        y = np.asarray(y, dtype=np.float64)
+        if len(y) != len(x):
+            raise PredictorError(f"{len(x)} rows of features but {len(y)} latencies")
+        scored = np.ones(len(y), dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
+        if len(scored) != len(y) or not scored.any():
+            raise PredictorError(f"scored must mark at least one of the {len(y)} rows")
+        if not (np.isfinite(y).all() and (y > 0).all()):
+            raise PredictorError("latencies must be positive and finite")
+        groups = np.arange(len(y)) if groups is None else np.asarray(groups)
+        n_folds = min(self.n_folds, len(np.unique(groups)))
+        if n_folds < 2:
+            raise PredictorError(f"need networks of at least 2 groups to calibrate intervals, got {n_folds}")
+        from sklearn.model_selection import GroupKFold
+
+        folds = list(GroupKFold(n_folds).split(x, y, groups))
+        best: tuple[float, str | None, np.ndarray] | None = None
+        for extra in (None, *self.candidates):
+            matrix = self._matrix(x, self.features + ((extra,) if extra else ()))
+            residuals = np.empty(len(y))
+            for train, test in folds:
+                costs = fit_costs(matrix[train], y[train])
+                residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
+            error = float(np.mean(np.abs(residuals[scored])))
+            if best is None or error < best[0]:
+                best = (error, extra, residuals[scored])
+        assert best is not None
+        _, self.chosen_, residuals = best
+        self.columns_ = self.features + ((self.chosen_,) if self.chosen_ else ())
+        matrix = self._matrix(x)
+        # the out-of-fold residuals of the column chosen on them: a little optimistic when
+        # candidates compete, the price of not nesting a second cross-validation
+        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups[scored])
+        self.residuals_ = residuals
+        self.costs_ = fit_costs(matrix, y)
+        self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
+        self.n_train_ = len(y)
+        return self
+
+    def _fitted(self) -> np.ndarray:
+        if self.costs_ is None:
+            raise PredictorError("PhysicalLatency is not fitted: call fit first")
+        return self.costs_
+
+    def predict(self, x: pd.DataFrame) -> pd.DataFrame:
+        """``latency_ms`` with its 90 % interval (``latency_ms_low``, ``latency_ms_high``), ``ood``
+        and ``ood_reason`` per row of ``x``."""
+        costs = self._fitted()
+        matrix = self._matrix(x)
+        latency = np.clip(matrix @ costs, 1e-9, None)
+        assert self.low_ is not None and self.high_ is not None
+        outside = (matrix > self.high_ * _RANGE_SLACK) | (matrix < self.low_ / _RANGE_SLACK)
+        flagged = outside.any(axis=1)
+        reasons = np.full(len(matrix), "", dtype=object)
+        for i in np.flatnonzero(flagged):  # a screening predicts millions: only flagged rows get words
+            reasons[i] = "; ".join(
+                f"{self.columns_[j]} {matrix[i, j]:.3g} (training {self.low_[j]:.3g}–{self.high_[j]:.3g})"
+                for j in np.flatnonzero(outside[i])
+            )
+        return pd.DataFrame(
+            {
+                "latency_ms": latency,
+                "latency_ms_low": latency * np.exp(-self.interval_q_),
+                "latency_ms_high": latency * np.exp(self.interval_q_),
+                "ood": flagged,
+                # object, not Arrow-backed str: a screening filters a million of these rows
+                "ood_reason": pd.Series(reasons, index=x.index, dtype=object),
+            },
+            index=x.index,
+        )
+
+    def margin(self, risk: float) -> float:
+        """Log margin m such that a network is predicted more than e^m times its latency with
+        probability about ``risk`` (one-sided, from the out-of-fold residuals): a screening drops
+        a candidate only when ``prediction · e^-m`` is over budget."""
+        if self.residuals_ is None:
+            raise PredictorError("PhysicalLatency is not fitted: call fit first")
+        if not 0 < risk < 0.5:
+            raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
+        return max(float(np.quantile(-self.residuals_, 1 - risk, method="higher")), 0.0)
+
+    def score(self, x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+        """Accuracy on networks with measured latencies ``y``: ±10 %, median error, Spearman,
+        interval coverage (``metrics.regression_metrics``)."""
+        predicted = self.predict(x)
+        return regression_metrics(
+            np.asarray(y, dtype=np.float64),
+            predicted["latency_ms"].to_numpy(),
+            predicted["latency_ms_low"].to_numpy(),
+            predicted["latency_ms_high"].to_numpy(),
+        )
+
+    def costs(self) -> dict[str, float]:
+        """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
+        return dict(zip(self.columns_, self._fitted().tolist(), strict=True))
+
+    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        """``folder/meta.json``: the costs, the interval's residuals and the training ranges —
+        numbers only, nothing that executes."""
+        costs = self._fitted()
+        assert self.residuals_ is not None and self.low_ is not None and self.high_ is not None
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        body = {
+            "params": {
+                "features": list(self.features),
+                "candidates": list(self.candidates),
+                "n_folds": self.n_folds,
+                "coverage": self.coverage,
+            },
+            "chosen": self.chosen_,
+            "costs": dict(zip(self.columns_, costs.tolist(), strict=True)),
+            "interval_q": self.interval_q_,
+            "oof_log_residuals": self.residuals_.tolist(),
+            "training_low": self.low_.tolist(),
+            "training_high": self.high_.tolist(),
+            "n_train": self.n_train_,
+        }
+        return write_meta(folder, KIND, body, metadata)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> PhysicalLatency:
+        folder = Path(folder)
+        saved = read_meta(
+            folder,
+            KIND,
+            required={
+                "params": dict,
+                "costs": dict,
+                "interval_q": (int, float),
+                "oof_log_residuals": list,
+                "training_low": list,
+                "training_high": list,
+                "n_train": int,
+            },
+        )
+        with damaged_as_error(folder):
+            params = saved["params"]
+            model = cls(
+                tuple(params["features"]),
+                tuple(params["candidates"]),
+                int(params["n_folds"]),
+                float(params["coverage"]),
+            )
+            model.chosen_ = saved.get("chosen")
+            model.columns_ = tuple(saved["costs"])
+            model.costs_ = np.array([float(v) for v in saved["costs"].values()])
+            model.interval_q_ = float(saved["interval_q"])
+            model.residuals_ = np.array(saved["oof_log_residuals"], dtype=np.float64)
+            model.low_ = np.array(saved["training_low"], dtype=np.float64)
+            model.high_ = np.array(saved["training_high"], dtype=np.float64)
+            model.n_train_ = int(saved["n_train"])
+            if not (len(model.low_) == len(model.high_) == len(model.costs_)):
+                raise PredictorError(f"{folder}: costs and training ranges differ in length")
+        return model
