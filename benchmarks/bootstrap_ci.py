@@ -10,7 +10,7 @@ engine's: a 0.23 ms model in the default 0.3 s rounds (~1,300 samples a round), 
 the tests' short protocol (0.05 s rounds of a 0.2 ms model: 250) and a 5 µs kernel at the cap
 (40 rounds of 75,000). Best of ``--repeats`` wall times, and the peak of what each allocates
 beyond its input (``tracemalloc``, which sees numpy's buffers); the two must give the same
-interval to the last digit. Appends to RESULTS.md.
+interval to the last digit. Records its result in RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tracemalloc
 import numpy as np
 
 from infercast.measurement.protocol import bootstrap_median_ci
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 CASES = (
     # (what, samples per round, rounds, resamples)
@@ -82,7 +82,7 @@ def main() -> None:
             f"{slow / fast:.0f}× | {slow_peak:.1f} / {fast_peak:.1f} | {'yes' if got == expected else 'NO'} |"
         )
     lines.append("")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

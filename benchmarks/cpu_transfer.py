@@ -10,7 +10,7 @@
 
     .venv/bin/python benchmarks/cpu_transfer.py --db DB --source PREDICTOR_DIR
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import pandas as pd
 
 from infercast.datasets import training_data
 from infercast.predictors import Adapted, LogLinear, regression_metrics, select_configs
-from infercast.predictors.adapted import source_log_predictions
+from infercast.predictors.adapted import load_sources
+from infercast.predictors.sources import source_log_predictions
 from infercast.report.transfer import platform_label, transfer_matrix
 from infercast.store import Store
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 
 def main() -> None:
@@ -40,8 +41,8 @@ def main() -> None:
     started = time.perf_counter()
     matrix = transfer_matrix(args.db, progress=lambda m: print(m, flush=True))
     matrix_s = time.perf_counter() - started
-    model = Adapted.from_folders([args.source])
-    source_id = model.sources[0].metadata["platform"]["id"]
+    blends, _ = load_sources([args.source])
+    source_id = blends[0].metadata_["platform"]["id"]
     with Store(args.db) as store:
         platforms = store.platforms().to_dict("records")
         targets = {
@@ -54,7 +55,7 @@ def main() -> None:
     rows = []
     for label, data in targets.items():
         truth = data.y["latency_ms"].to_numpy()
-        p = source_log_predictions(model.sources, data.x, "latency")
+        p = source_log_predictions(blends, data.x, "latency")
         raw = regression_metrics(truth, np.exp(p[:, 0]))
         for k in args.ks:
             if k >= len(truth) - 5:
@@ -63,9 +64,9 @@ def main() -> None:
             for method, seeds in (("spread", [0]), ("random", range(5))):
                 scores, scratch = [], []
                 for seed in seeds:
-                    chosen = select_configs(model.sources, data.x, k, method, seed=seed, source_log=p)
+                    chosen = select_configs(blends, data.x, k, method, seed=seed, source_log=p)
                     held = np.setdiff1d(np.arange(len(truth)), chosen)
-                    fitted = Adapted(model.sources, seed=seed).fit(
+                    fitted = Adapted(blends, seed=seed).fit(
                         data.x.iloc[chosen], data.y.iloc[chosen], source_log={"latency": p[chosen]}
                     )
                     guess = fitted.predict(data.x.iloc[held], ood="none", source_log={"latency": p[held]})
@@ -122,7 +123,7 @@ def main() -> None:
             f"{scratch['spearman']:.3f} / {scratch['mape']:.1f} % |"
         )
     lines.append("")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

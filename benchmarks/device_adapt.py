@@ -10,7 +10,7 @@ and the other phones only (the whole phone held out, as for a device nobody meas
 
     .venv/bin/python benchmarks/device_adapt.py
 
-Appends a section to RESULTS.md.
+Records its result in RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sklearn.model_selection import GroupKFold
 from infercast.predictors.devices import usc
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.devices.recalibrated import DeviceAdapted
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 KS = (5, 10, 20)
 
@@ -116,7 +116,7 @@ def main() -> None:
         + ".",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

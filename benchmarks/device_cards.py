@@ -12,8 +12,8 @@ NB201 (27 settings): the shipped predictor (trained on the shipped 1,000 cells) 
 
     .venv/bin/python benchmarks/device_cards.py --nb201 ../shared/data/nb201-latency/nb201_latency.csv
 
-Writes its cards into ``src/infercast/predictors/devices/data/cards.json`` (other cards stay) and appends
-a section to RESULTS.md.
+Writes its cards into ``src/infercast/predictors/devices/data/cards.json`` (other cards stay) and
+records its result in RESULTS.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from infercast.predictors.devices import nb201, tflite_gpu, usc
 from infercast.predictors.devices.common import data_file
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.metrics import regression_metrics
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 FOLDS = 5
 
@@ -282,7 +282,7 @@ def main() -> None:
         )
     )
     lines.append("")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ sampling, both stages, the Pareto shortlist and the JSON output included).
 
 Each run goes through ``/usr/bin/time`` (wall seconds, peak resident memory). The budgets are
 chosen to keep a loose and a tight case per space: the loose ones leave most of the million to
-stage 2. Appends its result to benchmarks/RESULTS.md.
+stage 2. Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 RUNS = (
     ("pixel4/gpu", "mobile-nas", 10.0),
@@ -96,7 +96,7 @@ def main() -> None:
         "widening at risk 0.05 (one-sided, from out-of-fold residuals on held-out families; the "
         "host's: held-out design spaces).",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

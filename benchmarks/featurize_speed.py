@@ -4,7 +4,7 @@ carb-resnet is the screening space (target: >= 10^6 configs/s on one core); mobi
 are measured on --n-other configurations.
 
 Run: .venv/bin/python benchmarks/featurize_speed.py [--n 1000000] [--repeats 5]
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import platform
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target is stated per core
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from infercast import capture, featurize
 from infercast.space import get
+from results import record
 
 
 def main() -> None:
@@ -76,15 +76,7 @@ def main() -> None:
         ),
         f"\nClosed form / per-model speed-up: {per_model / (median / args.n):,.0f}x (median).\n",
     ]
-    text = "\n".join(lines)
-    print(text)
-    results = Path(__file__).with_name("RESULTS.md")
-    if not results.exists():
-        results.write_text(
-            "# Benchmark results\n\nEach section: the command that produced it and the machine.\n"
-        )
-    with results.open("a") as handle:
-        handle.write(text)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ user cache, as a new user's first command, for one device of each kind of shippe
 
 Each run is a new process with a new empty ``INFERCAST_CACHE``; devices are interleaved round by
 round, so a slow phase of the machine falls on all of them; one more run per device on the warm
-cache it left. Wall time and peak RSS of each process (``os.wait4``). Appends to RESULTS.md.
+cache it left. Wall time and peak RSS of each process (``os.wait4``). Records its result in
+RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 CLI = str(Path(sys.executable).with_name("infercast"))
 CASES = (
@@ -99,7 +100,7 @@ def main() -> None:
             f"| {rss:.0f} | {warm[device][0]:.1f} |"
         )
     lines.append("")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ choice among the 90 phone settings and the host) and from the phones' settings a
         --round-s 0.15 --min-rounds 5 --cap-s 4 --no-energy      # and again as real-b
     .venv/bin/python benchmarks/host_adapt.py --db DB --real-a real-a --real-b real-b
 
-Appends a section to RESULTS.md.
+Records its result in RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from infercast.predictors.devices import hosts, usc
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
 from infercast.store import Store
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 HOST = "epyc-2core/ort-cpu"
 KS = (5, 10, 20)
@@ -141,7 +141,7 @@ def main() -> None:
             + (f"{coverage:.0%}" if coverage is not None else "–")
             + " |"
         )
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ infercast is developed on), and the evidence for its route.
 
     .venv/bin/python benchmarks/host_card.py --db DB --real-a real-a --real-b real-b
 
-Merges the card into ``src/infercast/predictors/devices/data/cards.json``; appends to RESULTS.md.
+Merges the card into ``src/infercast/predictors/devices/data/cards.json``; records its result in RESULTS.md.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from scipy.stats import binomtest
 from sklearn.model_selection import KFold
 
 from device_cards import card
-from infercast.api.predicting import OPWISE_ESTIMATE
 from infercast.models.guarded import capture_model
 from infercast.predictors import physical
 from infercast.predictors.blend import CascadeBlend
+from infercast.predictors.bundle import OPWISE_ESTIMATE
 from infercast.predictors.devices import hosts
 from infercast.predictors.devices.common import data_file
 from infercast.predictors.devices.costs import fit_configs_and_kernels
@@ -47,7 +47,7 @@ from infercast.predictors.devices.usc import family
 from infercast.predictors.opwise import OpWise
 from infercast.predictors.routes import geometric_mean
 from infercast.store import Store
-from results import append, family_table, machine, stamp
+from results import family_table, machine, record, stamp
 
 ROUTES = ("blend", "op-wise", "Σ cost × work", "mean of blend, op-wise", "mean of all three", "stacked")
 NOMINAL = 0.9
@@ -272,7 +272,7 @@ def main() -> None:
         "",
         *family_table(families, truth, values),
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

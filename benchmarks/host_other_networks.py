@@ -12,7 +12,7 @@ they are and with the predictions scaled by that ratio (no zoo network is used f
 
     .venv/bin/python benchmarks/host_other_networks.py --db /tmp/torchvision.db
 
-Measures what ``--db`` lacks (27 networks, about 3 minutes here); appends to RESULTS.md.
+Measures what ``--db`` lacks (27 networks, about 3 minutes here); records its result in RESULTS.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pandas as pd
 import infercast
 from infercast.predictors.devices import hosts
 from infercast.predictors.devices.common import data_file
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 MODELS = (
     "torchvision:convnext_tiny",
@@ -102,7 +102,7 @@ def main() -> None:
         f"{np.mean(np.abs(z) <= 0.1) * 100:.0f} % |"
         for route, e, z in ((r, np.array(errors[r]), np.array(scaled[r])) for r in ROUTES)
     ]
-    append(
+    record(
         [
             "",
             f"## Host predictor on torchvision's and timm's CNNs ({stamp()})",

@@ -14,7 +14,7 @@
         --campaign cpu-resnets:n=300:seed=0:stratified --campaign cpu-mobile:n=100:seed=0:stratified \\
         --real real-a --usc ../shared/data/usc-mobile
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from infercast.api import predict_models, train
 from infercast.datasets import store_tables, training_data
 from infercast.predictors import CascadeBlend, OpWise
 from infercast.store import Store
-from results import append, machine, stamp
+from results import machine, record, stamp
 from usc import GPU_DEVICES
 
 
@@ -65,14 +65,14 @@ def cpu(db: str, campaigns: list[str], real: str, work: Path, seed: int) -> list
     trained_s = time.perf_counter() - started
     blend = CascadeBlend.load(folder)
     opwise = OpWise.load(folder / "opwise")
-    platform_id = blend.metadata["platform"]["id"]
+    platform_id = blend.metadata_["platform"]["id"]
     with Store(db, readonly=True) as store:
         data = training_data(store, platform_id, blend.info.latency_stat, campaigns)
         ops, e2e = store_tables(store, platform_id, blend.info.latency_stat)
         measured = store.measurements(platform_id)
-    seen = set(blend.metadata["training"]["train_config_ids"])
+    seen = set(blend.metadata_["training"]["train_config_ids"])
     held = np.array([c not in seen for c in data.config_ids])
-    latency = blend.stages_["latency"].calibration
+    latency = blend.targets_["latency"].calibration
     lines = [*HEADER]
     predicted = blend.predict(data.x[held])
     truth = data.y.loc[held, "latency_ms"].to_numpy()
@@ -225,7 +225,7 @@ def main() -> None:
         if args.usc:
             lines += usc(args.usc, args.usc_devices, args.usc_groupings)
     lines.append(f"{time.perf_counter() - started:.0f} s in all.")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,7 @@ Every predictor (design-space profiles alone, and with each kernel campaign) goe
 rows to the kernel regressors. Per latency route of each predictor
 (blend, op-wise, blend + op-wise, Σ cost × work, the geometric mean of blend, op-wise and Σ cost ×
 work; ``train`` ranks them on its held-out configs and ``predict`` shows the first): median
-|error|, ±10 %, Spearman, per architecture family. Appends its result
-to benchmarks/RESULTS.md.
+|error|, ±10 %, Spearman, per architecture family. Records its result in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from infercast.datasets import LATENCY_STATS
 from infercast.predictors import regression_metrics
 from infercast.predictors.devices.usc import family
 from infercast.store import Store
-from results import append, family_table, machine, stamp
+from results import family_table, machine, record, stamp
 
 
 def _figures(truth: np.ndarray, predicted: np.ndarray) -> str:
@@ -124,7 +123,7 @@ def main() -> None:
         "",
         "Goal (issue 14): median |error| ≤ 4 %, ≥ 90 % within ±10 %, Spearman ≥ 0.99.",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

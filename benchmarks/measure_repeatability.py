@@ -12,7 +12,7 @@ Each campaign takes sentinel passes (start, every ``--sentinel-every-s``, end). 
 how many second-campaign medians fall inside the first campaign's 95 % CI — the within-session CI
 (what the protocol alone gives) and the session CI (within-session combined with the platform's
 between-session spread from the sentinels, ``store.drift``) — their half-widths, and the
-agreement of the low statistic; it appends to benchmarks/RESULTS.md.
+agreement of the low statistic; it records its result in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from infercast.measurement import Protocol, profile
 from infercast.measurement.platform import cpu_model
 from infercast.store import Store
 from infercast.store.drift import estimate, session_intervals
+from results import record
 
 SPACE = str(Path(__file__).with_name("cpu-resnets.yaml"))
 CAMPAIGNS = ("first", "second")
@@ -116,10 +117,7 @@ def report(args: argparse.Namespace) -> None:
         f"| median latency of the configs | {both['median_ms_a'].median():.2f} ms |",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    with Path(__file__).with_name("RESULTS.md").open("a") as handle:
-        handle.write(text)
+    record(lines)
 
 
 def main() -> None:

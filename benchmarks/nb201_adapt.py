@@ -10,7 +10,7 @@ is part of the device setting, not of the architecture.
 
     .venv/bin/python benchmarks/nb201_adapt.py --data ../shared/data/nb201-latency/nb201_latency.csv
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pandas as pd
 
 from infercast import space
 from infercast.predictors import Adapted, CascadeBlend, regression_metrics, select_configs
-from infercast.predictors.adapted import source_log_predictions
 from infercast.predictors.data import feature_frame
-from results import append, machine, stamp
+from infercast.predictors.sources import source_log_predictions
+from results import machine, record, stamp
 
 HELP_SOURCES = [
     *("1080ti_1", "1080ti_32", "1080ti_256", "silver_4114", "silver_4210r"),
@@ -140,7 +140,7 @@ def main() -> None:
         + " (median over targets).",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

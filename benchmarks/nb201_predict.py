@@ -6,7 +6,7 @@ the FLOPs-proportional baseline. Features are the analytic vector of the ``nb201
 
     .venv/bin/python benchmarks/nb201_predict.py --data ../shared/data/nb201-latency/nb201_latency.csv
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pandas as pd
 from infercast import space
 from infercast.predictors import CascadeBlend, FlopsProportional, regression_metrics
 from infercast.predictors.data import feature_frame
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 
 def main() -> None:
@@ -94,7 +94,7 @@ def main() -> None:
         "median APE, not MAPE, because a few hundred cells of only 'none' / skip ops run in < 0.5 ms.",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ it does hurt R²). Writes the heat map ``benchmarks/nb201_transfer.png``.
 
     .venv/bin/python benchmarks/nb201_transfer.py --data ../shared/data/nb201-latency/nb201_latency.csv
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from scipy import stats
 
 from infercast import space
 from infercast.predictors import CascadeBlend
-from infercast.predictors.adapted import source_log_predictions
 from infercast.predictors.data import feature_frame
-from results import append, machine, stamp
+from infercast.predictors.sources import source_log_predictions
+from results import machine, record, stamp
 
 
 def main() -> None:
@@ -115,7 +115,7 @@ def main() -> None:
         "reason `infercast adapt` recalibrates a source instead of using it as is.",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@
         --campaign cpu-resnets:n=1600:seed=0:stratified --campaign cpu-mobile:n=150:seed=0:stratified \\
         --real-a real-a --real-b real-b
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from infercast.api import predict_models, train
 from infercast.datasets import store_tables, training_data
 from infercast.predictors import CascadeBlend, OpWise, regression_metrics
 from infercast.store import Store
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 
 def _row(name: str, m: dict[str, Any]) -> str:
@@ -50,8 +50,8 @@ HEADER = ["| predictor | n | R² | MAPE | ±10 % | Spearman | 90 % coverage |", 
 def held_out(folder: Path, db: str, campaigns: list[str]) -> tuple[list[str], dict[str, Any]]:
     blend = CascadeBlend.load(folder)
     with Store(db) as store:
-        data = training_data(store, blend.metadata["platform"]["id"], blend.info.latency_stat, campaigns)
-    seen = set(blend.metadata["training"]["train_config_ids"])
+        data = training_data(store, blend.metadata_["platform"]["id"], blend.info.latency_stat, campaigns)
+    seen = set(blend.metadata_["training"]["train_config_ids"])
     keep = np.array([c not in seen for c in data.config_ids])
     spaces = np.array([str(m).split("?")[0] for m in data.models])
     lines: list[str] = []
@@ -72,11 +72,11 @@ def held_out(folder: Path, db: str, campaigns: list[str]) -> tuple[list[str], di
 
 def learning_curve(folder: Path, db: str, campaigns: list[str], seed: int) -> list[str]:
     blend = CascadeBlend.load(folder)
-    platform_id = blend.metadata["platform"]["id"]
+    platform_id = blend.metadata_["platform"]["id"]
     with Store(db) as store:
         data = training_data(store, platform_id, blend.info.latency_stat, campaigns)
         ops, e2e = store_tables(store, platform_id, blend.info.latency_stat)
-    seen = set(blend.metadata["training"]["train_config_ids"])
+    seen = set(blend.metadata_["training"]["train_config_ids"])
     profiled = set(ops["model"])
     train_ids = sorted(seen & profiled)
     test_ids = sorted((set(data.config_ids) - seen) & profiled)
@@ -107,7 +107,7 @@ def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
     from infercast.predictors.fusion import fusion_agreement, kernel_table, rules_for
 
     blend = CascadeBlend.load(folder)
-    platform_id = blend.metadata["platform"]["id"]
+    platform_id = blend.metadata_["platform"]["id"]
     with Store(db) as store:
         measured = store.measurements(platform_id)
         op_rows = store.op_measurements()
@@ -127,7 +127,7 @@ def real_networks(folder: Path, db: str, real_a: str, real_b: str) -> list[str]:
         "log-linear": flops["loglinear"].predict(x),
     }
     noise = np.abs(again - truth) / truth
-    rules = rules_for("ort-cpu", blend.metadata["platform"]["settings"])
+    rules = rules_for("ort-cpu", blend.metadata_["platform"]["settings"])
     agreement = []
     lines = [
         "| model | measured ms (a) | re-measured (b) | CascadeBlend | OpWise | FLOPs | OOD | fusion rules |",
@@ -210,7 +210,7 @@ def main() -> None:
         *curve,
         *real,
     ]
-    append(text)
+    record(text)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ one width everywhere) and as calibrated now (near and far residuals, widened by
 
     .venv/bin/python benchmarks/screen_margins.py --data ../shared/data/nb201-latency/nb201_latency.csv
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pandas as pd
 from infercast import space
 from infercast.predictors import CascadeBlend
 from infercast.predictors.data import feature_frame
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 
 def main() -> None:
@@ -66,7 +66,7 @@ def main() -> None:
         matrix = x[blend.feature_names_].to_numpy(dtype=np.float32)
         fast = blend.predict_fast(matrix)["latency"]
         full = blend.predict(x, ood="none")["latency_ms"].to_numpy()
-        stage = blend.stages_["latency"]
+        stage = blend.targets_["latency"]
         level = round((1 - 2 * args.risk) * 100)
         margins = {
             "before": np.full(len(x), stage.fast_plain_q[level - 1]),
@@ -111,7 +111,7 @@ def main() -> None:
             f"{r['eliminated']:.1%} |"
         )
     lines.append(f"\n{time.perf_counter() - started:.0f} s in all.")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

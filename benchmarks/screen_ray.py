@@ -9,7 +9,7 @@ workers. The cluster is stopped at the end.
 
     .venv/bin/python benchmarks/screen_ray.py --predictor PREDICTOR_DIR
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from infercast import screen
 from infercast.predictors import CascadeBlend
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 HOST = "127.0.0.2"
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -138,7 +138,7 @@ def main() -> None:
         f"{warm[1]['survivors'] / args.n:.1%} that survive).",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

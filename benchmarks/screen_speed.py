@@ -8,7 +8,7 @@ this one process.
 
     .venv/bin/python benchmarks/screen_speed.py --predictor PREDICTOR_DIR
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from infercast import screen, space
 from infercast.predictors import CascadeBlend
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 
 def main() -> None:
@@ -91,7 +91,7 @@ def main() -> None:
         f"{ratio:,.0f}× faster than the per-model route.",
         "",
     ]
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

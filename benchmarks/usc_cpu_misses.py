@@ -10,7 +10,8 @@ follows the work mix (Spearman over the 102 networks).
 
     .venv/bin/python benchmarks/usc_cpu_misses.py
 
-Appends to RESULTS.md. Needs nothing but the package (its shipped usc-mobile tables).
+Records its result in RESULTS.md (``results.record``). Needs nothing but the package (its
+shipped usc-mobile tables).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from sklearn.model_selection import GroupKFold, KFold
 from infercast.predictors.devices import usc
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.physical import PhysicalLatency
-from results import append, machine, stamp
+from results import machine, record, stamp
 
 FOLDS = 5
 GOAL_PCT = 8.0
@@ -98,7 +99,7 @@ def main() -> None:
             f"{np.median(error[held]) * 100:+.0f} % | "
             f"{constant:.1f} | {on_all:.1f} | {y.min():.1f} | {y[~held].min():.1f} |"
         )
-    append(
+    record(
         [
             "",
             f"## Phone CPU cards: where the fp32 settings miss ≤ 8 % ({stamp()})",

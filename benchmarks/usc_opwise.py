@@ -11,7 +11,7 @@ run-to-run noise of the end-to-end latencies.
 
     .venv/bin/python benchmarks/usc_opwise.py --data ../shared/data/usc-mobile
 
-Appends its result to benchmarks/RESULTS.md.
+Records its result in benchmarks/RESULTS.md (``results.record``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from infercast.api import predict_ops, train_ops
 from infercast.predictors import OpWise, regression_metrics
 from infercast.predictors.devices.tflite_gpu import on_phone
 from infercast.predictors.optable import kernels
-from infercast.predictors.overhead import STACK, out_of_fold, overhead_features
-from results import append, machine, stamp
+from infercast.predictors.overhead import STACK, overhead_features
+from infercast.predictors.overhead_choice import out_of_fold
+from results import machine, record, stamp
 from usc import GPU_DEVICES, e2e_noise, e2e_table, family, gpu_op_table
 
 
@@ -267,7 +268,7 @@ def main() -> None:
         for c in curve:
             within, median = c["within_10pct"], c["median_ape"]
             lines.append(f"| {c['networks']} | {within:.1%} | {median:.1f} % | {c['spearman']:.3f} |")
-    append(lines)
+    record(lines)
 
 
 if __name__ == "__main__":

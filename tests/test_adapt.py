@@ -12,8 +12,9 @@ import pytest
 
 from infercast import space
 from infercast.predictors import Adapted, CascadeBlend, PredictorError, load, select_configs
-from infercast.predictors.adapted import source_log_predictions
+from infercast.predictors.adapted import load_sources
 from infercast.predictors.data import feature_frame
+from infercast.predictors.sources import source_log_predictions
 
 LIGHT = {"order": ("latency",), "n_estimators": 100, "forest_estimators": 50, "n_folds": 3, "n_jobs": 1}
 
@@ -59,7 +60,7 @@ def test_one_source_is_recalibrated_from_ten_measurements(data, sources) -> None
     assert scores["sources_unadapted"][0]["within_10pct"] < 0.05
     assert scores["within_10pct"] > 0.8 and scores["r2_log"] > 0.98
     assert 0.7 < scores["coverage"] <= 1.0
-    assert model.fits_["latency"].residual is None  # below min_residual measurements
+    assert model.targets_["latency"].residual is None  # below min_residual measurements
 
 
 def test_several_sources_are_mixed_by_how_the_target_relates_to_them(data, sources) -> None:
@@ -67,7 +68,7 @@ def test_several_sources_are_mixed_by_how_the_target_relates_to_them(data, sourc
     truth = 1.3 * _compute_bound(data) ** 0.7 * _overhead_bound(data) ** 0.3
     chosen = select_configs(sources, data, 20)
     model = Adapted(sources, min_residual=50).fit(data.iloc[chosen], _frame(truth[chosen]))
-    weights = model.fits_["latency"].weights
+    weights = model.targets_["latency"].weights
     assert weights[0] > weights[1] and abs(weights.sum() - 1.0) < 0.2
     rest = np.setdiff1d(np.arange(len(data)), chosen)
     scores = model.evaluate(data.iloc[rest], _frame(truth[rest]))["latency"]
@@ -96,12 +97,12 @@ def test_adapted_predictor_round_trips_through_its_directory(data, sources, tmp_
         source.save(tmp_path / f"source{i}", {"platform": {"id": f"p{i}", "settings": {"threads": 1}}})
         folders.append(tmp_path / f"source{i}")
     truth = 2.0 * _overhead_bound(data)
-    model = Adapted.from_folders(folders, min_residual=10)
-    chosen = select_configs(model.sources, data, 30)
+    model = Adapted(folders, min_residual=10)
+    chosen = select_configs(load_sources(folders)[0], data, 30)
     model.fit(data.iloc[chosen], _frame(truth[chosen]))
     model.save(tmp_path / "adapted", {"platform": {"id": "target", "settings": {"threads": 1}}})
     loaded = load(tmp_path / "adapted")
-    assert isinstance(loaded, Adapted) and loaded.metadata["platform"]["id"] == "target"
+    assert isinstance(loaded, Adapted) and loaded.metadata_["platform"]["id"] == "target"
     probe = data.iloc[:50]
     pd.testing.assert_frame_equal(loaded.predict(probe), model.predict(probe))
     assert (tmp_path / "adapted" / "sources" / "1" / "meta.json").is_file()  # self-contained
@@ -119,8 +120,8 @@ def test_adapted_predictor_round_trips_through_its_directory(data, sources, tmp_
 
 def test_adapted_refuses_what_it_cannot_fit(data, sources) -> None:
     with pytest.raises(PredictorError, match="at least one source"):
-        Adapted([])
+        Adapted([]).fit(data.iloc[:5], _frame(np.ones(5)))
     with pytest.raises(PredictorError, match="needs 3 or more"):
         Adapted(sources).fit(data.iloc[:2], _frame(np.ones(2)))
     with pytest.raises(PredictorError, match="min_residual=2"):
-        Adapted(sources, min_residual=2)
+        Adapted(sources, min_residual=2).fit(data.iloc[:5], _frame(np.ones(5)))

@@ -104,7 +104,7 @@ def test_costs_of_a_known_law_are_recovered_with_honest_intervals(tmp_path: Path
     predicted = model.predict(x.iloc[150:])
     inside = (predicted["latency_ms_low"] <= y[150:]) & (y[150:] <= predicted["latency_ms_high"])
     assert 0.8 <= inside.mean() <= 1.0
-    assert model.score(x.iloc[150:], y[150:])["within_10pct"] > 0.9
+    assert model.evaluate(x.iloc[150:], y[150:])["within_10pct"] > 0.9
     # far outside the training range: flagged, with the feature named
     far = pd.DataFrame({"gflops": [50.0], "kernels": [100], "constant": [1.0]})
     flagged = model.predict(far).iloc[0]
@@ -122,11 +122,11 @@ def test_costs_of_a_known_law_are_recovered_with_honest_intervals(tmp_path: Path
 
 
 def test_physical_latency_names_bad_values() -> None:
-    with pytest.raises(PredictorError, match="n_folds=1"):
-        PhysicalLatency(("a",), n_folds=1)
-    with pytest.raises(PredictorError, match=r"coverage=1\.5"):
-        PhysicalLatency(("a",), coverage=1.5)
     x = pd.DataFrame({"a": [1.0, 2.0, 3.0]})
+    with pytest.raises(PredictorError, match="n_folds=1"):
+        PhysicalLatency(("a",), n_folds=1).fit(x, np.ones(3))
+    with pytest.raises(PredictorError, match=r"coverage=1\.5"):
+        PhysicalLatency(("a",), coverage=1.5).fit(x, np.ones(3))
     with pytest.raises(PredictorError, match="positive"):
         PhysicalLatency(("a",)).fit(x, np.array([1.0, -1.0, 2.0]))
     with pytest.raises(PredictorError, match="not fitted"):
@@ -412,7 +412,7 @@ def test_the_gpu_op_wise_routes_ship_trained_on_the_shipped_tables() -> None:
         route = tflite_gpu.opwise(name)
         ops = tflite_gpu.training_ops(name.split("/")[0])
         timed = ops[np.isfinite(ops["latency_ms"]) & (ops["latency_ms"] > 0)]
-        assert route.metadata["device"] == name and route.training_["n_models"] == len(networks)
+        assert route.metadata_["device"] == name and route.training_["n_models"] == len(networks)
         kernel_types = timed["op_type"] + timed["algorithm"].map(lambda a: f".{a}" if a else "")
         assert route.training_["kernel_types"] == kernel_types.value_counts().to_dict()
         assert route.training_["n_groups"] == networks["family"].nunique()
@@ -451,7 +451,7 @@ def test_a_shipped_gpu_route_is_the_trained_one_zipped(tmp_path, monkeypatch) ->
     [trained] = fits
     rows = tflite_gpu.training_ops("a03s", list(networks.index[:10])).drop(columns="latency_ms")
     assert shipped.predict(rows)["latency_ms"].tolist() == trained.predict(rows)["latency_ms"].tolist()
-    assert shipped.metadata["device"] == "a03s/gpu" and shipped.training_["n_models"] == len(few)
+    assert shipped.metadata_["device"] == "a03s/gpu" and shipped.training_["n_models"] == len(few)
 
 
 def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> None:

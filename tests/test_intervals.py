@@ -86,7 +86,7 @@ def test_blend_intervals_widen_for_configs_beyond_the_training_range() -> None:
     targets["latency_ms"] *= bend
     train = (features["in_h"] <= 96).to_numpy()
     blend = CascadeBlend(**SMALL).fit(features[train], targets[train])
-    assert blend.stages_["latency"].calibration.beta > 0
+    assert blend.targets_["latency"].calibration.beta > 0
     out = blend.predict(features[~train])
     near = blend.predict(features[train])
     far_width = np.log(out["latency_ms_high"] / out["latency_ms"])

@@ -17,13 +17,16 @@ from infercast.predictors.overhead import (
     STACK,
     AdditiveOverhead,
     FloorOverhead,
-    Overhead,
     RatioOverhead,
+    overhead_features,
+)
+from infercast.predictors.overhead_choice import (
     StackedOverhead,
     choose,
     cv_scores,
+    from_dict,
+    make,
     out_of_fold,
-    overhead_features,
 )
 
 from .helpers import conv_kernel_row, infercast
@@ -136,15 +139,15 @@ def test_forms_round_trip_as_plain_numbers_and_old_predictors_still_load() -> No
     x = overhead_features(table, times)
     e2e = (1.2 * x["kernel_ms"] + 0.5).to_numpy()
     for form in (*FORMS, STACK):
-        fitted = Overhead.make(form).fit(x, e2e)
+        fitted = make(form).fit(x, e2e)
         saved = json.loads(json.dumps(fitted.to_dict()))
-        np.testing.assert_allclose(Overhead.from_dict(saved).predict(x), fitted.predict(x))
+        np.testing.assert_allclose(from_dict(saved).predict(x), fitted.predict(x))
     # a predictor written before the additive forms: the ridge's numbers without a form
     ridge = RatioOverhead().fit(x, e2e).to_dict()
     del ridge["form"]
-    assert isinstance(Overhead.from_dict(ridge), RatioOverhead)
+    assert isinstance(from_dict(ridge), RatioOverhead)
     with pytest.raises(PredictorError, match="'cubic' is not one of"):
-        Overhead.make("cubic")
+        make("cubic")
 
 
 def _additive_op_tables(n_models: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -219,11 +222,11 @@ def test_groups_of_models_are_held_out_whole_and_named_when_missing(tmp_path) ->
 
 
 def test_bad_choices_and_unknown_model_files_are_named(tmp_path) -> None:
-    with pytest.raises(PredictorError, match="overhead='cubic' must be 'stack', 'auto' or one of ratio"):
-        OpWise(overhead="cubic")
-    with pytest.raises(PredictorError, match="kernel_learner='svm' must be 'auto' or one of xgboost"):
-        OpWise(kernel_learner="svm")
     ops, e2e = _additive_op_tables(8, 6)
+    with pytest.raises(PredictorError, match="overhead='cubic' must be 'stack', 'auto' or one of ratio"):
+        OpWise(overhead="cubic").fit(ops, e2e)
+    with pytest.raises(PredictorError, match="kernel_learner='svm' must be 'auto' or one of xgboost"):
+        OpWise(kernel_learner="svm").fit(ops, e2e)
     two = ops["model"].isin(["m0", "m1"])
     with pytest.raises(PredictorError, match="at least 3 models; 2 have both"):
         OpWise(n_estimators=20).fit(ops[two], e2e)
@@ -248,8 +251,8 @@ def test_predictors_saved_before_kernel_rates_predict_latencies_as_they_did(tmp_
     earlier = OpWise.load(tmp_path / "ow")
     table = kernels(ops)
     np.testing.assert_allclose(
-        earlier._predict_kernels(table, earlier.models_),
-        model._predict_kernels(table, model.models_) / table["flops"].to_numpy(),
+        earlier.predict_kernels(ops)["latency_ms"],
+        model.predict_kernels(ops)["latency_ms"] / table["flops"].to_numpy(),
         rtol=1e-6,
     )
 
@@ -282,12 +285,12 @@ def test_predictors_saved_before_channel_slices_load_with_their_own_inputs(tmp_p
     from infercast.predictors.optable import kernels
 
     ops, e2e = _additive_op_tables(10, 7)
-    monkeypatch.setattr(opwise_module, "_KERNEL_INPUTS", opwise_module._KERNEL_INPUTS_BEFORE_SLICES)
+    monkeypatch.setattr(opwise_module, "KERNEL_INPUTS", opwise_module.KERNEL_INPUTS_BEFORE_SLICES)
     earlier = OpWise(n_estimators=20, kernel_learner="xgboost").fit(ops, e2e)
     earlier.save(tmp_path / "ow")
     monkeypatch.undo()
     loaded = OpWise.load(tmp_path / "ow")
-    assert loaded.kernel_inputs_ == opwise_module._KERNEL_INPUTS_BEFORE_SLICES
+    assert loaded.kernel_inputs_ == opwise_module.KERNEL_INPUTS_BEFORE_SLICES
     pd.testing.assert_frame_equal(loaded.predict(ops), earlier.predict(ops))
     meta = json.loads((tmp_path / "ow" / "meta.json").read_text())
     meta["kernel_inputs"] = [*meta["kernel_inputs"], "c_in_squared"]

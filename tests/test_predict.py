@@ -18,7 +18,7 @@ import torch
 from sklearn.ensemble import ExtraTreesRegressor
 
 from infercast import api, space
-from infercast.api.predicting import rank_routes
+from infercast.api.training import rank_routes
 from infercast.predictors import (
     CascadeBlend,
     FlopsProportional,
@@ -83,13 +83,13 @@ def test_cascade_blend_learns_the_law_and_reports_energy_unavailable(fitted, tab
     assert scores["latency"]["r2"] > 0.97 and scores["memory"]["r2"] > 0.97
     assert scores["latency"]["r2"] > scores["latency"]["baselines"]["flops"]["r2"]
     assert "energy" in blend.unavailable_ and "energy_j" in blend.unavailable_["energy"]
-    for stage in blend.stages_.values():
+    for stage in blend.targets_.values():
         weights = np.array(list(stage.weights.values()))
         assert (weights >= 0).all() and math.isclose(weights.sum(), 1.0)
     # the cascade: latency sees the memory stage's prediction, memory sees none
     assert (
-        "log_memory" in blend.stages_["latency"].inputs
-        and "log_latency" not in blend.stages_["memory"].inputs
+        "log_memory" in blend.targets_["latency"].inputs
+        and "log_latency" not in blend.targets_["memory"].inputs
     )
     predicted = blend.predict(x.iloc[test])
     assert predicted["energy_j"].isna().all()
@@ -118,7 +118,7 @@ def test_save_load_round_trip_is_code_free_and_exact(fitted, table, tmp_path) ->
     assert suffixes <= {"xgb.json", "lgb.txt", "forest.json", "json", "corrector.lgb.txt"}, suffixes
     again = load(tmp_path / "p")
     pd.testing.assert_frame_equal(blend.predict(x.iloc[test]), again.predict(x.iloc[test]))
-    assert again.metadata["platform"] == {"id": "abc"}
+    assert again.metadata_["platform"] == {"id": "abc"}
 
 
 def test_load_refuses_a_foreign_schema_with_a_clear_message(fitted, tmp_path) -> None:
@@ -150,15 +150,16 @@ def test_load_refuses_a_foreign_schema_with_a_clear_message(fitted, tmp_path) ->
     [
         ({"order": ("latency", "speed")}, "order="),
         ({"learners": ("xgboost", "svm")}, "learners="),
-        ({"interval": 1.5}, "interval=1.5"),
+        ({"coverage": 1.5}, "coverage=1.5"),
         ({"n_folds": 1}, "n_folds=1"),
         ({"estimates": ("opwise_ms",)}, "estimates="),
         ({"estimates": ("log_opwise_ms",), "detrend": False}, "need detrend=True"),
     ],
 )
-def test_bad_hyper_parameters_name_the_value(params, message) -> None:
+def test_bad_hyper_parameters_name_the_value_at_fit(params, message, table) -> None:
+    blend = CascadeBlend(**params)  # stored as given, as scikit-learn's estimators do
     with pytest.raises(PredictorError, match=message):
-        CascadeBlend(**params)
+        blend.fit(*table)
 
 
 def test_a_log_estimate_joins_the_trend_and_is_followed_beyond_the_training_range(table, tmp_path) -> None:
@@ -182,7 +183,7 @@ def test_a_log_estimate_joins_the_trend_and_is_followed_beyond_the_training_rang
         return float(np.median(np.abs(predicted / latency[test] - 1)))
 
     assert median_error(given, with_estimate) < median_error(plain, x) / 3
-    assert given.stages_["latency"].trend[-1] > 0.7  # the estimate's coefficient in the log trend
+    assert given.targets_["latency"].trend[-1] > 0.7  # the estimate's coefficient in the log trend
     beyond = with_estimate.iloc[test].assign(log_estimate=lambda f: f["log_estimate"] + np.log(8.0))
     ratio = (
         given.predict(beyond, ood="none")["latency_ms"]
@@ -210,7 +211,7 @@ def test_a_network_the_estimate_finds_slow_follows_it_where_flops_explained_the_
     train, test = stratified_split(x, 0.25, seed=0)
     given = CascadeBlend(**SMALL, order=("latency",), estimates=("log_estimate",))
     given.fit(with_estimate.iloc[train], y.iloc[train])
-    assert given.stages_["latency"].trend[-1] == 1.0
+    assert given.targets_["latency"].trend[-1] == 1.0
     held = with_estimate.iloc[test]
     slow = held.assign(log_estimate=held["log_estimate"] + np.log(3.0))
     ratio = given.predict(slow, ood="none")["latency_ms"] / given.predict(held, ood="none")["latency_ms"]
@@ -234,9 +235,9 @@ def test_scikit_learn_clone_params_cross_validation_and_grid_search(table) -> No
     with pytest.raises(PredictorError, match="n_folds=1"):
         blend.set_params(n_folds=1).fit(x, y)
     blend.set_params(n_folds=2)
-    assert not hasattr(blend, "stages_")  # learned attributes exist only after fit
+    assert not hasattr(blend, "targets_")  # learned attributes exist only after fit
     fitted = blend.fit(x, y)
-    assert fitted is blend and set(blend.stages_) == {"memory", "latency"}
+    assert fitted is blend and set(blend.targets_) == {"memory", "latency"}
     score = blend.score(x, y)
     assert isinstance(score, float) and 0.9 < score <= 1.0  # R² of log latency, on what it saw
     assert set(blend.evaluate(x, y)) == {"memory", "latency"}
@@ -246,7 +247,7 @@ def test_scikit_learn_clone_params_cross_validation_and_grid_search(table) -> No
     search = GridSearchCV(
         CascadeBlend(**TINY, fast_estimators=10, n_jobs=1), {"n_estimators": [10, 30]}, cv=folds
     ).fit(x, y)
-    assert search.best_params_["n_estimators"] in (10, 30) and hasattr(search.best_estimator_, "stages_")
+    assert search.best_params_["n_estimators"] in (10, 30) and hasattr(search.best_estimator_, "targets_")
 
 
 def test_out_of_distribution_inputs_are_flagged_with_a_reason(fitted) -> None:

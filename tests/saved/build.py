@@ -37,11 +37,11 @@ def build() -> dict:
     from scipy.stats import gmean
 
     from infercast.api import predict_devices, predict_models
-    from infercast.api.predicting import PHYSICAL
-    from infercast.api.training import _fit_combined, _fit_physical, _rank
+    from infercast.api.training import _fit_combined, _fit_physical, _rank, _Run
     from infercast.datasets import TrainingData
     from infercast.predictors import Adapted, CascadeBlend, OpWise
     from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
+    from infercast.predictors.physical import ROUTE as PHYSICAL
     from infercast.predictors.routes import MEAN_ROUTE
 
     out = HERE / "predictor"
@@ -57,16 +57,16 @@ def build() -> dict:
     opwise.fit(ops[ops["model"].isin(train_ids)], e2e[e2e["model"].isin(train_ids)])
     opwise.save(out / "opwise", meta)
     data = TrainingData(x, y, ids, models, {"id": PLATFORM["id"]})
-    summary: dict = {}
+    run = _Run(data, train_rows, test_rows, out, meta, print, blend=blend)
     held = {"blend": blend.predict(x.iloc[test_rows], ood="none")["latency_ms"].to_numpy()}
-    held.update(_fit_combined(blend, data, train_rows, test_rows, opwise, ops, out, meta, summary))
+    held.update(_fit_combined(run, opwise, ops))
     no_kernels = pd.DataFrame({"model": pd.Series(dtype=str), "latency_ms": pd.Series(dtype=float)})
-    held.update(_fit_physical(data, train_rows, test_rows, no_kernels, out, meta, summary, print))
+    held.update(_fit_physical(run, no_kernels))
     held[MEAN_ROUTE] = gmean([held["blend"], held["op-wise"], held[PHYSICAL]], axis=0)
-    _rank(data, test_rows, held, out)
+    _rank(run, held)
 
     target = y.iloc[:ADAPT_ROWS].assign(latency_ms=y["latency_ms"].iloc[:ADAPT_ROWS] ** 0.9 * 1.7)
-    adapted = Adapted.from_folders([out], min_residual=5)
+    adapted = Adapted([out], min_residual=5)
     adapted.fit(x.iloc[:ADAPT_ROWS], target).save(HERE / "adapted")
     features, latency = device_inputs()
     device = DeviceAdapted(shipped_sources()).fit(features, latency)

@@ -1,15 +1,16 @@
 """The workflows behind the CLI's commands, as functions a program calls: each takes paths and
 plain values and returns plain data (dicts / lists). They sit above the stages (store → learners →
-predictor directories; models → graphs → predictions; candidates → shortlist), so ``predict``
-itself learns from tables only.
+predictor directories; models → graphs → predictions; candidates → shortlist), so the predictors
+themselves learn from tables only.
 
-- ``train``, ``evaluate``, ``train_ops``, ``predict_ops``, ``adapt``, ``adapt_device``, ``suggest``:
-  ``api.training``;
-- ``predict``, ``predict_models``, ``predict_devices``, ``measure``: ``api.predicting`` (model
-  strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
-- ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs.
-- ``profile_kernels_adaptive``: ``api.kernel_campaigns``, what ``infercast profile --kernels
-  --adaptive`` runs (it plans its second half with the op-wise kernel regressors).
+- ``train``, ``train_ops``: ``api.training``; ``evaluate``: ``api.evaluating``;
+- ``adapt``, ``adapt_device``, ``suggest``: ``api.adapting``;
+- ``predict``, ``predict_models``, ``predict_devices``, ``predict_ops``, ``load_predictor``:
+  ``api.predicting`` (model strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
+- ``measure``: ``api.measuring``;
+- ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs;
+- ``import_measurements``: ``api.importing``; ``profile_kernels_adaptive``: ``api.kernel_campaigns``,
+  what ``infercast profile --kernels --adaptive`` runs.
 """
 
 from __future__ import annotations
@@ -19,20 +20,24 @@ from typing import TYPE_CHECKING
 from infercast.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from infercast.api.adapting import adapt, adapt_device, suggest
+    from infercast.api.evaluating import evaluate
     from infercast.api.measuring import measure
-    from infercast.api.predicting import load_predictor, predict, predict_devices, predict_models
+    from infercast.api.predicting import load_predictor, predict, predict_devices, predict_models, predict_ops
     from infercast.api.screening import screen
-    from infercast.api.training import adapt, adapt_device, evaluate, predict_ops, suggest, train, train_ops
+    from infercast.api.training import train, train_ops
 
 # Each workflow's module is imported on first use: predicting for a shipped phone needs neither
-# training's learners nor screening's samplers (see ``infercast.predictors``).
+# training's learners nor screening's samplers.
 _MODULES = {
-    **dict.fromkeys(("load_predictor", "predict", "predict_devices", "predict_models"), "predicting"),
+    **dict.fromkeys(
+        ("load_predictor", "predict", "predict_devices", "predict_models", "predict_ops"), "predicting"
+    ),
+    **dict.fromkeys(("adapt", "adapt_device", "suggest"), "adapting"),
+    "evaluate": "evaluating",
     "measure": "measuring",
     "screen": "screening",
-    **dict.fromkeys(
-        ("adapt", "adapt_device", "evaluate", "predict_ops", "suggest", "train", "train_ops"), "training"
-    ),
+    **dict.fromkeys(("train", "train_ops"), "training"),
 }
 __getattr__ = lazy_exports(__name__, _MODULES)
 

@@ -3,162 +3,25 @@ objects, ONNX paths. ``predict`` is what ``infercast.predict(…)`` calls."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from infercast.api.inputs import as_list, input_shape_of, model_name
-from infercast.predictors.data import feature_frame
-from infercast.predictors.devices.features import device_feature_frame
+from infercast.predictors.base import Predictor
+from infercast.predictors.data import TARGETS
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.ood import either_ood
-from infercast.predictors.opwise import OpWise
-from infercast.predictors.physical import ROUTE as PHYSICAL
-from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
-
-if TYPE_CHECKING:
-    from infercast.predictors.adapted import Adapted
-    from infercast.predictors.blend import CascadeBlend
-
-# A predictor directory's latency routes: the blend on graph features (the directory itself), the
-# op-wise route (opwise/), the blend given the op-wise estimate (COMBINED/), Σ cost × work on
-# device features (PHYSICAL_DIR/) and the geometric mean of blend, op-wise and Σ cost × work
-# (MEAN_ROUTE), ranked in ROUTES_FILE
-COMBINED, COMBINED_DIR = "blend + op-wise", "combined"
-PHYSICAL_DIR = "physical"
-OPWISE_ESTIMATE = "log_opwise_ms"
-ROUTES_FILE = "routes.json"
 
 
-def rank_routes(
-    truth: np.ndarray, predicted: dict[str, np.ndarray], preferred: str = COMBINED, seed: int = 0
-) -> dict[str, Any]:
-    """The routes ordered by median |error| on held-out configs, with their figures — except that
-    ``preferred`` (``train`` passes the route chosen on design spaces held out, ``predict.routes``)
-    stays first unless another one's median is lower in at least 90 % of paired bootstrap
-    resamples of the configs: a few dozen held-out configs do not separate routes a tenth of a
-    point apart, and the first route is the one ``predict`` shows."""
-    errors = {route: np.abs(values - truth) / truth for route, values in predicted.items()}
-    figures = {
-        route: {
-            "median_abs_error_pct": float(np.median(error) * 100),
-            "within_10pct": float(np.mean(error <= 0.1)),
-            "n": len(truth),
-        }
-        for route, error in errors.items()
-    }
-    order = sorted(figures, key=lambda route: figures[route]["median_abs_error_pct"])
-    if preferred in errors and order[0] != preferred:
-        resamples = np.random.default_rng(seed).integers(0, len(truth), (1000, len(truth)))
-        lower = np.median(errors[order[0]][resamples], axis=1) < np.median(
-            errors[preferred][resamples], axis=1
-        )
-        if lower.mean() < 0.9:
-            order = [preferred, *(route for route in order if route != preferred)]
-    return {
-        "order": order,
-        "held_out": figures,
-        "criterion": f"median |error| of latency on the held-out configs every route predicts; {preferred} "
-        "first unless another route is lower in 90 % of paired bootstrap resamples",
-    }
+def load_predictor(folder: str | Path) -> Predictor:
+    """The main predictor of a directory from ``train`` or ``adapt`` (an op-wise one is refused
+    with what to use instead)."""
+    from infercast.predictors.bundle import PredictorBundle
 
-
-def load_predictor(folder: str | Path) -> CascadeBlend | Adapted:
-    """A model-level predictor directory (from ``train`` or ``adapt``); an op-wise one is refused
-    with what to use instead."""
-    from infercast.predictors import load
-
-    model = load(folder)
-    if isinstance(model, OpWise):
-        raise PredictorError(
-            f"{folder}: an op-wise predictor of tables; use `infercast predict-ops` with it, or a "
-            "predictor directory from `infercast train`"
-        )
-    return model
-
-
-def opwise_of(folder: str | Path) -> OpWise | None:
-    """The op-wise predictor ``train`` wrote beside the blend, if it did."""
-    sub = Path(folder) / "opwise"
-    return OpWise.load(sub) if (sub / "meta.json").is_file() else None
-
-
-def combined_of(folder: str | Path) -> tuple[CascadeBlend | None, list[str]]:
-    """The blend given the op-wise estimate, if ``train`` wrote one, and the routes' ranking."""
-    # the blend's module imports scikit-learn: only predictor directories of `train` need it
-    from infercast.predictors.blend import CascadeBlend
-
-    sub, ranking = Path(folder) / COMBINED_DIR, Path(folder) / ROUTES_FILE
-    combined = CascadeBlend.load(sub) if (sub / "meta.json").is_file() else None
-    try:
-        order = [str(r) for r in json.loads(ranking.read_text())["order"]]
-    except FileNotFoundError:
-        order = []
-    except (ValueError, KeyError, TypeError) as error:
-        raise PredictorError(f"{ranking}: damaged ({error}); retrain with `infercast train`") from error
-    return combined, order
-
-
-def physical_of(folder: str | Path) -> PhysicalLatency | None:
-    """The Σ cost × work route ``train`` wrote beside the blend, if it did."""
-    sub = Path(folder) / PHYSICAL_DIR
-    return PhysicalLatency.load(sub) if (sub / "meta.json").is_file() else None
-
-
-def device_adapted_of(folder: str | Path) -> Any:
-    """The ``DeviceAdapted`` predictor in ``folder`` (from ``infercast adapt`` without sources),
-    or None when the folder holds another kind."""
-    import json
-
-    from infercast.predictors.devices.recalibrated import KIND, META, DeviceAdapted
-
-    meta = Path(folder) / META
-    try:
-        kind = json.loads(meta.read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return DeviceAdapted.load(folder) if kind == KIND else None
-
-
-def _predict_device_adapted(
-    adapted: Any,
-    folder: str | Path,
-    models: Sequence[Any],
-    input_shape: str | tuple[int, ...] | None,
-    batch_size: int | None,
-    timeout_s: float | None,
-) -> list[dict[str, Any]]:
-    from infercast.models.guarded import capture_model
-
-    graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
-    x = device_feature_frame(graphs)
-    predicted = adapted.predict(x)
-    reason = f"{folder} adapts a shipped device's latency predictor ({adapted.source_}): latency only"
-    results = []
-    for i, model in enumerate(models):
-        row = predicted.iloc[i]
-        results.append(
-            {
-                "model": model_name(model, graphs[i]),
-                "input_shape": list(graphs[i].input_shape),
-                "latency_ms": float(row["latency_ms"]),
-                "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
-                "peak_memory_mb": None,
-                "peak_memory_mb_reason": reason,
-                "energy_j": None,
-                "energy_j_reason": reason,
-                "ood": bool(row["ood"]),
-                "ood_reason": row["ood_reason"] or None,
-                "interval_note": None,
-            }
-        )
-    return results
+    return PredictorBundle.load(folder).main
 
 
 def predict_models(
@@ -174,73 +37,71 @@ def predict_models(
     route that was most accurate on the held-out configs (``route``; every route the directory
     has in ``routes``, best first; the op-wise one also in ``opwise``). A model running user code
     must load within ``timeout_s``."""
-    from infercast.features import featurize
     from infercast.models.guarded import capture_model
-    from infercast.predictors.blend import TARGETS
+    from infercast.predictors.bundle import PredictorBundle
 
-    adapted = device_adapted_of(folder)
-    if adapted is not None:
-        return _predict_device_adapted(adapted, folder, models, input_shape, batch_size, timeout_s)
-    blend = load_predictor(folder)
-    opwise = opwise_of(folder)
-    combined, order = combined_of(folder)
-    platform = blend.info.platform
-    settings = platform.settings
+    bundle = PredictorBundle.load(folder)
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
+    predicted, routes = bundle.predict_graphs(graphs)
+    if bundle.is_device_adapted:
+        reason = f"{folder} adapts a shipped device's latency predictor ({bundle.main.source_}): latency only"
+        return [
+            _device_adapted_result(model_name(model, graph), graph, row, reason)
+            for model, graph, (_, row) in zip(models, graphs, predicted.iterrows(), strict=True)
+        ]
+    return [
+        _result(bundle.main, model_name(model, graphs[i]), graphs[i], predicted.iloc[i], routes, i)
+        for i, model in enumerate(models)
+    ]
 
-    x = feature_frame([featurize(g) for g in graphs], settings)
-    predicted = blend.predict(x)
-    routes = {"blend": predicted} if "latency" in blend.stages_ else {}
-    if opwise is not None:
-        routes["op-wise"] = opwise.predict_graphs(graphs, platform.backend, settings, platform.fingerprint)
-        if combined is not None:
-            estimate = np.log(routes["op-wise"]["latency_ms"].to_numpy())
-            both = combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate}))
-            # the op-wise estimate is an input: its doubts are the combined route's too
-            both["ood"], both["ood_reason"] = either_ood(both, routes["op-wise"])
-            routes[COMBINED] = both
-    physical = physical_of(folder)
-    if physical is not None:
-        routes[PHYSICAL] = physical.predict(device_feature_frame(graphs)).reset_index(drop=True)
-        if "blend" in routes and "op-wise" in routes:
-            routes[MEAN_ROUTE] = geometric_mean(
-                routes["blend"].reset_index(drop=True),
-                routes["op-wise"].reset_index(drop=True),
-                routes[PHYSICAL],
-            )
-    ranked = [r for r in order if r in routes] + [r for r in routes if r not in order]
-    results = []
-    for i, model in enumerate(models):
-        row = predicted.iloc[i]
-        result: dict[str, Any] = {
-            "model": model_name(model, graphs[i]),
-            "input_shape": list(graphs[i].input_shape),
-        }
-        for target, column in TARGETS.items():
-            if target in blend.unavailable_ or target not in blend.stages_:
-                result[column] = None
-                result[f"{column}_reason"] = blend.unavailable_.get(target, "not trained")
-                continue
-            result[column] = float(row[column])
-            result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
-        result["routes"] = [_route(name, routes[name].iloc[i]) for name in ranked]
-        reasons = [row["ood_reason"]]
-        result["ood"] = bool(row["ood"])
-        if result["routes"]:
-            best = result["routes"][0]
-            result["route"] = best["route"]
-            result["latency_ms"] = best["latency_ms"]
-            result["latency_ms_interval"] = best["latency_ms_interval"]
-            reasons.append(best["ood_reason"])
-            result["ood"] = result["ood"] or best["ood"]
-        reasons = [r for r in reasons if r]
-        result["ood_reason"] = "; ".join(dict.fromkeys(reasons)) or None
-        result["interval_note"] = (routes[ranked[0]].iloc[i] if ranked else row).get("interval_note") or None
-        if "op-wise" in routes:
-            op_row = routes["op-wise"].iloc[i]
-            result["opwise"] = {**_route("op-wise", op_row), "kernel_sum_ms": float(op_row["kernel_sum_ms"])}
-        results.append(result)
-    return results
+
+def _device_adapted_result(name: str, graph: Any, row: pd.Series, reason: str) -> dict[str, Any]:
+    return {
+        "model": name,
+        "input_shape": list(graph.input_shape),
+        "latency_ms": float(row["latency_ms"]),
+        "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+        "peak_memory_mb": None,
+        "peak_memory_mb_reason": reason,
+        "energy_j": None,
+        "energy_j_reason": reason,
+        "ood": bool(row["ood"]),
+        "ood_reason": row["ood_reason"] or None,
+        "interval_note": None,
+    }
+
+
+def _result(
+    main: Any, name: str, graph: Any, row: pd.Series, routes: dict[str, pd.DataFrame], i: int
+) -> dict[str, Any]:
+    """One model's result: every target the main predictor has (or why not), then the latency of
+    the first route with every route beside it."""
+    result: dict[str, Any] = {"model": name, "input_shape": list(graph.input_shape)}
+    for target, column in TARGETS.items():
+        if target in main.unavailable_ or target not in main.targets_:
+            result[column] = None
+            result[f"{column}_reason"] = main.unavailable_.get(target, "not trained")
+            continue
+        result[column] = float(row[column])
+        result[f"{column}_interval"] = [float(row[column + "_low"]), float(row[column + "_high"])]
+    result["routes"] = [_route(route, predicted.iloc[i]) for route, predicted in routes.items()]
+    reasons = [row["ood_reason"]]
+    result["ood"] = bool(row["ood"])
+    if result["routes"]:
+        best = result["routes"][0]
+        result["route"] = best["route"]
+        result["latency_ms"] = best["latency_ms"]
+        result["latency_ms_interval"] = best["latency_ms_interval"]
+        reasons.append(best["ood_reason"])
+        result["ood"] = result["ood"] or best["ood"]
+    reasons = [r for r in reasons if r]
+    result["ood_reason"] = "; ".join(dict.fromkeys(reasons)) or None
+    first = next(iter(routes.values())).iloc[i] if routes else row
+    result["interval_note"] = first.get("interval_note") or None
+    if "op-wise" in routes:
+        op_row = routes["op-wise"].iloc[i]
+        result["opwise"] = {**_route("op-wise", op_row), "kernel_sum_ms": float(op_row["kernel_sum_ms"])}
+    return result
 
 
 def _route(name: str, row: pd.Series) -> dict[str, Any]:
@@ -373,3 +234,27 @@ def predict(
     assert predictor is not None
     results = predict_models(predictor, items, shape, batch_size, timeout_s)
     return results if many else results[0]
+
+
+def predict_ops(folder: str | Path, ops_path: str | Path) -> list[dict[str, Any]]:
+    """Predict every model of an op table (latencies, if present, are ignored)."""
+    from infercast.predictors.optable import check_op_table
+    from infercast.predictors.opwise import OpWise
+    from infercast.tables import read_table
+
+    table = read_table(ops_path)
+    check_op_table(table, name=str(ops_path))
+    model = OpWise.load(folder)
+    predicted = model.predict(table.drop(columns=["latency_ms"], errors="ignore"))
+    return [
+        {
+            "model": str(name),
+            "latency_ms": float(row["latency_ms"]),
+            "latency_ms_low": float(row["latency_ms_low"]),
+            "latency_ms_high": float(row["latency_ms_high"]),
+            "kernel_sum_ms": float(row["kernel_sum_ms"]),
+            "ood": bool(row["ood"]),
+            "ood_reason": row["ood_reason"] or None,
+        }
+        for name, row in predicted.iterrows()
+    ]

@@ -177,16 +177,6 @@ class PredictorInfo:
         )
 
 
-class Described:
-    """A predictor with ``metadata`` (meta.json's free-form part) and its typed view ``info``."""
-
-    metadata: dict[str, Any]
-
-    @property
-    def info(self) -> PredictorInfo:
-        return PredictorInfo.from_metadata(self.metadata)
-
-
 def inside_folder(folder: Path, filename: str) -> Path:
     """A file named by meta.json, refused if the name escapes the predictor directory."""
     path = (folder / filename).resolve()

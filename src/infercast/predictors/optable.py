@@ -3,6 +3,8 @@ one validation (for training and for prediction), and its grouping into executed
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -124,8 +126,23 @@ def kernels(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def e2e_series(e2e: pd.DataFrame) -> pd.Series:
-    """End-to-end latency per model (the last row where a model repeats; no value, no row)."""
+def as_op_table(ops: Any) -> pd.DataFrame:
+    """An op table given as a frame, a mapping of columns or a list of row records."""
+    if isinstance(ops, pd.DataFrame):
+        return ops
+    if isinstance(ops, dict | list):
+        return pd.DataFrame(ops)
+    raise PredictorError(
+        f"an op table is a frame, a mapping of columns or row records, not {type(ops).__name__}"
+    )
+
+
+def e2e_series(e2e: Any) -> pd.Series:
+    """End-to-end latency per model (the last row where a model repeats; no value, no row), from
+    a table of ``model, latency_ms`` (a frame, a mapping or records) or a series indexed by model."""
+    if isinstance(e2e, pd.Series):
+        e2e = pd.DataFrame({"model": e2e.index.astype(str), "latency_ms": e2e.to_numpy()})
+    e2e = as_op_table(e2e)
     check_e2e_table(e2e)
     values = pd.to_numeric(e2e["latency_ms"], errors="coerce")
     frame = pd.Series(values.to_numpy(), index=e2e["model"].astype(str)).dropna()

@@ -17,18 +17,17 @@ features named.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from infercast.predictors.artifact import damaged_as_error, read_meta, write_meta
+from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
-from infercast.predictors.metrics import regression_metrics
+from infercast.predictors.metrics import log_r2_score, regression_metrics
 
 ROUTE = "Σ cost × work (device features)"
-KIND = "physical-latency"
 # a feature this many times beyond the training range is outside what the costs were fitted on
 _RANGE_SLACK = 2.0
 
@@ -45,42 +44,60 @@ def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return costs / scale
 
 
-class PhysicalLatency:
+class PhysicalLatency(Predictor):
     """Latency (ms) of a network from its work, at non-negative per-unit costs.
 
-    ``features``: the columns of ``x`` the costs are fitted on; ``candidates``: further columns of
-    which grouped cross-validation keeps at most one (``chosen_``); ``n_folds``: grouped folds for
-    that choice and for the interval's out-of-fold residuals; ``coverage``: the interval's nominal
-    coverage."""
+    ``features``: the columns of ``X`` the costs are fitted on (by default every column of
+    ``X``); ``candidates``: further columns of which grouped cross-validation keeps at most one
+    (``chosen_``); ``n_folds``: grouped folds for that choice and for the interval's out-of-fold
+    residuals; ``coverage``: the interval's nominal coverage."""
+
+    kind: ClassVar[str] = "physical-latency"
+    _REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "params": dict,
+        "costs": dict,
+        "interval_q": (int, float),
+        "oof_log_residuals": list,
+        "training_low": list,
+        "training_high": list,
+        "n_train": int,
+    }
+    _BODY_KEYS: ClassVar[tuple[str, ...]] = ("chosen",)
 
     def __init__(
         self,
-        features: tuple[str, ...],
+        features: tuple[str, ...] = (),
         candidates: tuple[str, ...] = (),
         n_folds: int = 5,
         coverage: float = 0.9,
     ) -> None:
-        if not features:
-            raise PredictorError("features=() names no column to fit costs on")
-        if n_folds < 2:
-            raise PredictorError(f"n_folds={n_folds!r} must be at least 2")
-        if not 0 < coverage < 1:
-            raise PredictorError(f"coverage={coverage!r} must lie between 0 and 1")
-        self.features = tuple(features)
-        self.candidates = tuple(candidates)
+        self.features = features
+        self.candidates = candidates
         self.n_folds = n_folds
         self.coverage = coverage
-        self.chosen_: str | None = None
-        self.columns_: tuple[str, ...] = self.features
-        self.costs_: np.ndarray | None = None
-        self.interval_q_ = float("nan")
-        self.residuals_: np.ndarray | None = None
-        self.low_: np.ndarray | None = None
-        self.high_: np.ndarray | None = None
-        self.n_train_ = 0
 
-    def _matrix(self, x: pd.DataFrame, columns: tuple[str, ...] | None = None) -> np.ndarray:
-        columns = self.columns_ if columns is None else columns
+    # learned in fit (or read by load)
+    chosen_: str | None
+    columns_: tuple[str, ...]
+    costs_: np.ndarray
+    interval_q_: float
+    residuals_: np.ndarray
+    low_: np.ndarray
+    high_: np.ndarray
+    n_train_: int
+    metadata_: dict[str, Any]
+
+    def _validate(self) -> None:
+        if self.n_folds < 2:
+            raise PredictorError(f"n_folds={self.n_folds!r} must be at least 2")
+        if not 0 < self.coverage < 1:
+            raise PredictorError(f"coverage={self.coverage!r} must lie between 0 and 1")
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "costs_")
+
+    @staticmethod
+    def _matrix(x: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         missing = [c for c in columns if c not in x.columns]
         if missing:
             raise PredictorError(f"feature columns {missing} are missing")
@@ -91,16 +108,24 @@ class PhysicalLatency:
 
     def fit(
         self,
-        x: pd.DataFrame,
-        y: np.ndarray,
+        X: Any,
+        y: Any,
         groups: np.ndarray | None = None,
         scored: np.ndarray | None = None,
     ) -> PhysicalLatency:
-        """Fit the costs on networks ``x`` with latencies ``y`` (ms); ``groups`` (e.g. families)
+        """Fit the costs on networks ``X`` with latencies ``y`` (ms); ``groups`` (e.g. families)
         keep related networks in one fold when calibrating the interval. ``scored`` (a boolean
         mask, default every row) marks the rows whose out-of-fold errors choose the extra column
         and calibrate the interval: one-kernel networks of a kernel campaign teach the costs of
         kernels the networks lack, but a network of many kernels is what the route predicts."""
+        self._validate()
+        columns = tuple(self.features)
+        if isinstance(X, pd.DataFrame) and not columns:
+            columns = tuple(c for c in X.columns if c not in self.candidates)
+        x = as_frame(X, columns or [f"x{i}" for i in range(np.shape(X)[1])])
+        features = columns or tuple(x.columns)
+        if not features:
+            raise PredictorError("X has no column to fit costs on")
         y = np.asarray(y, dtype=np.float64)
         if len(y) != len(x):
             raise PredictorError(f"{len(x)} rows of features but {len(y)} latencies")
@@ -113,12 +138,36 @@ class PhysicalLatency:
         n_folds = min(self.n_folds, len(np.unique(groups)))
         if n_folds < 2:
             raise PredictorError(f"need networks of at least 2 groups to calibrate intervals, got {n_folds}")
+        self.chosen_, residuals = self._choose(x, y, features, groups, scored, n_folds)
+        self.columns_ = features + ((self.chosen_,) if self.chosen_ else ())
+        matrix = self._matrix(x, self.columns_)
+        # the out-of-fold residuals of the column chosen on them: a little optimistic when
+        # candidates compete, the price of not nesting a second cross-validation
+        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups[scored])
+        self.residuals_ = residuals
+        self.costs_ = fit_costs(matrix, y)
+        self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
+        self.n_train_ = len(y)
+        self.metadata_ = {}
+        return self
+
+    def _choose(
+        self,
+        x: pd.DataFrame,
+        y: np.ndarray,
+        features: tuple[str, ...],
+        groups: np.ndarray,
+        scored: np.ndarray,
+        n_folds: int,
+    ) -> tuple[str | None, np.ndarray]:
+        """The candidate column (or none) whose costs' out-of-fold errors on the scored rows are
+        lowest, and those rows' log residuals."""
         from sklearn.model_selection import GroupKFold
 
         folds = list(GroupKFold(n_folds).split(x, y, groups))
         best: tuple[float, str | None, np.ndarray] | None = None
         for extra in (None, *self.candidates):
-            matrix = self._matrix(x, self.features + ((extra,) if extra else ()))
+            matrix = self._matrix(x, features + ((extra,) if extra else ()))
             residuals = np.empty(len(y))
             for train, test in folds:
                 costs = fit_costs(matrix[train], y[train])
@@ -127,30 +176,15 @@ class PhysicalLatency:
             if best is None or error < best[0]:
                 best = (error, extra, residuals[scored])
         assert best is not None
-        _, self.chosen_, residuals = best
-        self.columns_ = self.features + ((self.chosen_,) if self.chosen_ else ())
-        matrix = self._matrix(x)
-        # the out-of-fold residuals of the column chosen on them: a little optimistic when
-        # candidates compete, the price of not nesting a second cross-validation
-        self.interval_q_ = conformal_quantile(residuals, self.coverage, groups[scored])
-        self.residuals_ = residuals
-        self.costs_ = fit_costs(matrix, y)
-        self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
-        self.n_train_ = len(y)
-        return self
+        return best[1], best[2]
 
-    def _fitted(self) -> np.ndarray:
-        if self.costs_ is None:
-            raise PredictorError("PhysicalLatency is not fitted: call fit first")
-        return self.costs_
-
-    def predict(self, x: pd.DataFrame) -> pd.DataFrame:
+    def predict(self, X: Any) -> pd.DataFrame:
         """``latency_ms`` with its 90 % interval (``latency_ms_low``, ``latency_ms_high``), ``ood``
-        and ``ood_reason`` per row of ``x``."""
-        costs = self._fitted()
-        matrix = self._matrix(x)
-        latency = np.clip(matrix @ costs, 1e-9, None)
-        assert self.low_ is not None and self.high_ is not None
+        and ``ood_reason`` per row of ``X``."""
+        self.check_fitted()
+        x = as_frame(X, self.columns_)
+        matrix = self._matrix(x, self.columns_)
+        latency = np.clip(matrix @ self.costs_, 1e-9, None)
         outside = (matrix > self.high_ * _RANGE_SLACK) | (matrix < self.low_ / _RANGE_SLACK)
         flagged = outside.any(axis=1)
         reasons = np.full(len(matrix), "", dtype=object)
@@ -175,16 +209,20 @@ class PhysicalLatency:
         """Log margin m such that a network is predicted more than e^m times its latency with
         probability about ``risk`` (one-sided, from the out-of-fold residuals): a screening drops
         a candidate only when ``prediction · e^-m`` is over budget."""
-        if self.residuals_ is None:
-            raise PredictorError("PhysicalLatency is not fitted: call fit first")
+        self.check_fitted()
         if not 0 < risk < 0.5:
             raise PredictorError(f"risk={risk!r} must lie strictly between 0 and 0.5")
         return max(float(np.quantile(-self.residuals_, 1 - risk, method="higher")), 0.0)
 
-    def score(self, x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+    def score(self, X: Any, y: Any) -> float:
+        """R² of log latency on networks with measured latencies ``y``."""
+        truth = pd.DataFrame({"latency_ms": np.asarray(y, dtype=np.float64)})
+        return log_r2_score(truth, self.predict(X).reset_index(drop=True), ["latency_ms"])
+
+    def evaluate(self, X: Any, y: Any) -> dict[str, Any]:
         """Accuracy on networks with measured latencies ``y``: ±10 %, median error, Spearman,
         interval coverage (``metrics.regression_metrics``)."""
-        predicted = self.predict(x)
+        predicted = self.predict(X)
         return regression_metrics(
             np.asarray(y, dtype=np.float64),
             predicted["latency_ms"].to_numpy(),
@@ -194,16 +232,12 @@ class PhysicalLatency:
 
     def costs(self) -> dict[str, float]:
         """The fitted cost of one unit of each feature (ms per GFLOP, per kernel, …)."""
-        return dict(zip(self.columns_, self._fitted().tolist(), strict=True))
+        self.check_fitted()
+        return dict(zip(self.columns_, self.costs_.tolist(), strict=True))
 
-    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
-        """``folder/meta.json``: the costs, the interval's residuals and the training ranges —
-        numbers only, nothing that executes."""
-        costs = self._fitted()
-        assert self.residuals_ is not None and self.low_ is not None and self.high_ is not None
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        body = {
+    def _body(self, folder: Path) -> dict[str, Any]:
+        """The costs, the interval's residuals and the training ranges: numbers only."""
+        return {
             "params": {
                 "features": list(self.features),
                 "candidates": list(self.candidates),
@@ -211,47 +245,31 @@ class PhysicalLatency:
                 "coverage": self.coverage,
             },
             "chosen": self.chosen_,
-            "costs": dict(zip(self.columns_, costs.tolist(), strict=True)),
+            "costs": self.costs(),
             "interval_q": self.interval_q_,
             "oof_log_residuals": self.residuals_.tolist(),
             "training_low": self.low_.tolist(),
             "training_high": self.high_.tolist(),
             "n_train": self.n_train_,
         }
-        return write_meta(folder, KIND, body, metadata)
 
     @classmethod
-    def load(cls, folder: str | Path) -> PhysicalLatency:
-        folder = Path(folder)
-        saved = read_meta(
-            folder,
-            KIND,
-            required={
-                "params": dict,
-                "costs": dict,
-                "interval_q": (int, float),
-                "oof_log_residuals": list,
-                "training_low": list,
-                "training_high": list,
-                "n_train": int,
-            },
+    def _from_body(cls, folder: Path, saved: dict[str, Any]) -> PhysicalLatency:
+        params = saved["params"]
+        model = cls(
+            tuple(params["features"]),
+            tuple(params["candidates"]),
+            int(params["n_folds"]),
+            float(params["coverage"]),
         )
-        with damaged_as_error(folder):
-            params = saved["params"]
-            model = cls(
-                tuple(params["features"]),
-                tuple(params["candidates"]),
-                int(params["n_folds"]),
-                float(params["coverage"]),
-            )
-            model.chosen_ = saved.get("chosen")
-            model.columns_ = tuple(saved["costs"])
-            model.costs_ = np.array([float(v) for v in saved["costs"].values()])
-            model.interval_q_ = float(saved["interval_q"])
-            model.residuals_ = np.array(saved["oof_log_residuals"], dtype=np.float64)
-            model.low_ = np.array(saved["training_low"], dtype=np.float64)
-            model.high_ = np.array(saved["training_high"], dtype=np.float64)
-            model.n_train_ = int(saved["n_train"])
-            if not (len(model.low_) == len(model.high_) == len(model.costs_)):
-                raise PredictorError(f"{folder}: costs and training ranges differ in length")
+        model.chosen_ = saved.get("chosen")
+        model.columns_ = tuple(saved["costs"])
+        model.costs_ = np.array([float(v) for v in saved["costs"].values()])
+        model.interval_q_ = float(saved["interval_q"])
+        model.residuals_ = np.array(saved["oof_log_residuals"], dtype=np.float64)
+        model.low_ = np.array(saved["training_low"], dtype=np.float64)
+        model.high_ = np.array(saved["training_high"], dtype=np.float64)
+        model.n_train_ = int(saved["n_train"])
+        if not (len(model.low_) == len(model.high_) == len(model.costs_)):
+            raise PredictorError(f"{folder}: costs and training ranges differ in length")
         return model

@@ -109,8 +109,8 @@ def _accuracy_frame(frame: pd.DataFrame, predictor: str | Path) -> tuple[pd.Data
     out["latency_ms"] = out[info.latency_stat].to_numpy(dtype=float)
     # an adapted predictor's intervals have one width: nothing to explain
     out["interval_note"] = predicted["interval_note"].to_numpy() if "interval_note" in predicted else ""
-    scores = blend.evaluate(x, out[[TARGETS[t] for t in blend.stages_]])
-    for target in blend.stages_:
+    scores = blend.evaluate(x, out[[TARGETS[t] for t in blend.targets_]])
+    for target in blend.targets_:
         column = TARGETS[target]
         out[f"{column}_predicted"] = predicted[column].to_numpy()
         out[f"{column}_low"] = predicted[f"{column}_low"].to_numpy()

@@ -93,7 +93,7 @@ def transfer_matrix(
                 continue
             x = other.x[test].assign(**settings_columns(source["settings"]))
             predicted = blend.predict(x, ood="none")
-            for target in blend.stages_:
+            for target in blend.targets_:
                 column = TARGETS[target]
                 truth = other.y[column].to_numpy(dtype=np.float64)[test]
                 guess = predicted[column].to_numpy(dtype=np.float64)

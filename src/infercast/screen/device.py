@@ -53,7 +53,7 @@ class DeviceScreener:
         self.input_side = source.INPUT_SIDE
         self.route = ROUTE
         self.feature_names_ = list(self.model.columns_)
-        self.stages_ = {"latency": self.model}
+        self.targets_ = {"latency": self.model}
         self.unavailable_ = {
             target: f"the shipped device {device} predicts latency only" for target in ("memory", "energy")
         }

@@ -66,7 +66,7 @@ def check_request(
     if len(set(objectives)) != len(objectives) or not objectives:
         raise ScreenError(f"objectives {objectives} must be distinct and not empty")
     for target in [*budgets.active(), *(o for o in objectives if o in TARGETS)]:
-        if target not in predictor.stages_:
+        if target not in predictor.targets_:
             reason = predictor.unavailable_.get(target, "not trained")
             raise ScreenError(
                 f"the predictor cannot predict {target} ({reason}); drop that budget / objective"

@@ -4,9 +4,9 @@ shipped device.
 Each shipped Σ cost × work predictor is a candidate source. With k measured networks, the source
 is the one whose log predictions explain the measurements best out of sample — the smallest
 leave-one-out error of ``log y = a + w · log p_source`` (``w`` pulled towards 1 by a ridge whose
-strength is chosen the same way, as ``predict.adapt`` does for trained predictors). The interval
-is split-conformal on those leave-one-out residuals. Saved as one JSON file (the source's name and
-the fitted numbers): the source is rebuilt from the shipped tables when loaded.
+strength is chosen the same way, as ``predictors.adapted`` does for trained predictors). The
+interval is split-conformal on those leave-one-out residuals. Saved as meta.json alone (the
+source's name and the fitted numbers): the source is rebuilt from the shipped tables when loaded.
 """
 
 from __future__ import annotations
@@ -14,50 +14,67 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from infercast.predictors.adapted import ALPHAS, fit_log_weights, loo_log_residuals
+from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
+from infercast.predictors.metrics import log_r2_score, regression_metrics
 from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.sources import ALPHAS, fit_log_weights, loo_log_residuals
 
-KIND = "device-adapted"
-META = "meta.json"
 # choosing among ~90 sources with one ridge strength: the strength is refined for the winner only
 _SCREENING_ALPHA = 1.0
 
 
-class DeviceAdapted:
-    """``fit(x, y)`` on k networks' device features and latencies (ms) picks the nearest of
-    ``sources`` (name → fitted ``PhysicalLatency``) and recalibrates it; ``predict`` as the
-    shipped predictors (``latency_ms`` with its interval, ``ood``, ``ood_reason``)."""
+class DeviceAdapted(Predictor):
+    """``fit(X, y)`` on k networks' device features and latencies (ms) picks the nearest of
+    ``sources`` (name → fitted ``PhysicalLatency``; by default every shipped Σ cost × work
+    predictor) and recalibrates it; ``predict`` as the shipped predictors (``latency_ms`` with
+    its interval, ``ood``, ``ood_reason``)."""
 
-    def __init__(self, sources: Mapping[str, PhysicalLatency], coverage: float = 0.9) -> None:
-        if not sources:
-            raise PredictorError("sources: give at least one shipped device predictor")
-        if not 0 < coverage < 1:
-            raise PredictorError(f"coverage={coverage!r} must lie between 0 and 1")
-        self.sources = dict(sources)
+    kind: ClassVar[str] = "device-adapted"
+    _REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {"source": str, "intercept": (int, float)}
+    _BODY_KEYS: ClassVar[tuple[str, ...]] = (
+        "coverage",
+        "weight",
+        "alpha",
+        "interval_q",
+        "n_train",
+        "nearest",
+        "metadata",
+    )
+
+    def __init__(self, sources: Mapping[str, PhysicalLatency] | None = None, coverage: float = 0.9) -> None:
+        self.sources = sources
         self.coverage = coverage
-        self.source_: str | None = None
-        self.intercept_ = 0.0
-        self.weight_ = 1.0
-        self.alpha_ = _SCREENING_ALPHA
-        self.interval_q_ = float("nan")
-        self.loo_error_: dict[str, float] = {}
-        self.n_train_ = 0
 
-    def _log(self, name: str, x: pd.DataFrame) -> np.ndarray:
-        return np.log(self.sources[name].predict(x)["latency_ms"].to_numpy())[:, None]
+    # learned in fit (or read by load)
+    sources_: dict[str, PhysicalLatency]
+    source_: str
+    intercept_: float
+    weight_: float
+    alpha_: float
+    interval_q_: float
+    loo_error_: dict[str, float]
+    n_train_: int
+    metadata_: dict[str, Any]
 
-    def fit(
-        self, x: pd.DataFrame, y: np.ndarray, source_logs: Mapping[str, np.ndarray] | None = None
-    ) -> DeviceAdapted:
-        """``source_logs``: each source's log predictions of ``x`` (an (n, 1) column) when the
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "source_")
+
+    def fit(self, X: Any, y: Any, source_logs: Mapping[str, np.ndarray] | None = None) -> DeviceAdapted:
+        """``source_logs``: each source's log predictions of ``X`` (an (n, 1) column) when the
         caller has them already; computed here otherwise."""
+        if self.sources is not None and not len(self.sources):
+            raise PredictorError("sources: give at least one shipped device predictor")
+        if not 0 < self.coverage < 1:
+            raise PredictorError(f"coverage={self.coverage!r} must lie between 0 and 1")
+        self.sources_ = dict(self.sources) if self.sources is not None else shipped_sources()
+        x = as_frame(X, next(iter(self.sources_.values())).columns_)
         y = np.asarray(y, dtype=np.float64)
         if len(y) != len(x):
             raise PredictorError(f"{len(x)} networks of features but {len(y)} latencies")
@@ -66,7 +83,7 @@ class DeviceAdapted:
         if not (np.isfinite(y).all() and (y > 0).all()):
             raise PredictorError("latencies must be positive and finite")
         z = np.log(y)
-        logs = {name: self._log(name, x) for name in self.sources} if source_logs is None else source_logs
+        logs = source_logs if source_logs is not None else {n: self._log(n, x) for n in self.sources_}
         self.loo_error_ = {
             name: float(np.mean(loo_log_residuals(p, z, _SCREENING_ALPHA) ** 2)) for name, p in logs.items()
         }
@@ -78,14 +95,18 @@ class DeviceAdapted:
         self.weight_ = float(weights[0])
         self.interval_q_ = conformal_quantile(loo_log_residuals(p, z, self.alpha_), self.coverage)
         self.n_train_ = len(y)
+        self.metadata_ = {}
         return self
 
-    def predict(self, x: pd.DataFrame) -> pd.DataFrame:
-        if self.source_ is None:
-            raise PredictorError("DeviceAdapted is not fitted: call fit first")
-        source = self.sources[self.source_].predict(x)
-        log_latency = self.intercept_ + self.weight_ * np.log(source["latency_ms"].to_numpy())
-        latency = np.exp(log_latency)
+    def _log(self, name: str, x: pd.DataFrame) -> np.ndarray:
+        return np.log(self.sources_[name].predict(x)["latency_ms"].to_numpy())[:, None]
+
+    def predict(self, X: Any) -> pd.DataFrame:
+        self.check_fitted()
+        model = self.sources_[self.source_]
+        x = as_frame(X, model.columns_)
+        source = model.predict(x)
+        latency = np.exp(self.intercept_ + self.weight_ * np.log(source["latency_ms"].to_numpy()))
         return pd.DataFrame(
             {
                 "latency_ms": latency,
@@ -97,7 +118,27 @@ class DeviceAdapted:
             index=x.index,
         )
 
+    def score(self, X: Any, y: Any) -> float:
+        """R² of log latency on networks with measured latencies ``y``."""
+        truth = pd.DataFrame({"latency_ms": np.asarray(y, dtype=np.float64)})
+        return log_r2_score(truth, self.predict(X).reset_index(drop=True), ["latency_ms"])
+
+    def evaluate(self, X: Any, y: Any) -> dict[str, Any]:
+        """The recalibrated predictor's metrics, with the source's unadapted beside them."""
+        x = as_frame(X, self.sources_[self.source_].columns_)
+        truth, predicted = np.asarray(y, dtype=np.float64), self.predict(x)
+        scores = regression_metrics(
+            truth,
+            predicted["latency_ms"].to_numpy(),
+            predicted["latency_ms_low"].to_numpy(),
+            predicted["latency_ms_high"].to_numpy(),
+        )
+        unadapted = self.sources_[self.source_].predict(x)["latency_ms"].to_numpy()
+        scores["baselines"] = {f"{self.source_} unadapted": regression_metrics(truth, unadapted)}
+        return scores
+
     def describe(self) -> dict[str, Any]:
+        self.check_fitted()
         return {
             "source": self.source_,
             "intercept": self.intercept_,
@@ -108,32 +149,38 @@ class DeviceAdapted:
             "nearest": sorted(self.loo_error_, key=self.loo_error_.__getitem__)[:5],
         }
 
-    def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
-        if self.source_ is None:
-            raise PredictorError("DeviceAdapted is not fitted: nothing to save")
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        body = {"kind": KIND, "coverage": self.coverage, **self.describe(), "metadata": metadata or {}}
-        (folder / META).write_text(json.dumps(body, indent=1))
-        return folder
+    def _body(self, folder: Path) -> dict[str, Any]:
+        return {"coverage": self.coverage, **self.describe()}
 
     @classmethod
     def load(cls, folder: str | Path, sources: Mapping[str, PhysicalLatency] | None = None) -> DeviceAdapted:
-        """A saved predictor; its source is refitted from the shipped tables unless given."""
-        saved = json.loads((Path(folder) / META).read_text())
-        if saved.get("kind") != KIND:
-            raise PredictorError(f"{folder}: not a device-adapted predictor (kind {saved.get('kind')!r})")
-        if sources is None:
-            sources = shipped_sources({saved["source"]})
-        if saved["source"] not in sources:
-            raise PredictorError(
-                f"{folder}: its source device {saved['source']!r} is not shipped with this infercast"
-            )
-        model = cls({saved["source"]: sources[saved["source"]]}, saved["coverage"])
-        model.source_ = saved["source"]
-        model.intercept_, model.weight_ = saved["intercept"], saved["weight"]
-        model.alpha_, model.interval_q_ = saved["alpha"], saved["interval_q"]
-        model.n_train_ = saved["n_train"]
+        """A saved predictor; its source is taken from ``sources``, else refitted from the shipped
+        tables. A directory written before meta.json had a format (the numbers alone) loads too."""
+        path = Path(folder) / "meta.json"
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise PredictorError(f"{path}: not readable ({error})") from None
+        if isinstance(saved, dict) and "format" not in saved and saved.get("kind") == cls.kind:
+            model = cls._from_body(Path(folder), saved, sources)
+            model.metadata_ = dict(saved.get("metadata") or {})
+            return model
+        return super().load(folder, sources=sources)  # type: ignore[return-value]
+
+    @classmethod
+    def _from_body(
+        cls, folder: Path, saved: dict[str, Any], sources: Mapping[str, PhysicalLatency] | None = None
+    ) -> DeviceAdapted:
+        source = str(saved["source"])
+        sources = dict(sources) if sources is not None else shipped_sources({source})
+        if source not in sources:
+            raise PredictorError(f"{folder}: its source device {source!r} is not shipped with this infercast")
+        model = cls(sources, float(saved["coverage"]))
+        model.sources_, model.source_ = sources, source
+        model.intercept_, model.weight_ = float(saved["intercept"]), float(saved["weight"])
+        model.alpha_, model.interval_q_ = float(saved["alpha"]), float(saved["interval_q"])
+        model.n_train_ = int(saved["n_train"])
+        model.loo_error_ = {name: float(i) for i, name in enumerate(saved.get("nearest", [source]))}
         return model
 
 
