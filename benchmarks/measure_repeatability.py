@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from infercast.measurement import Protocol, profile
+from infercast.measurement import CampaignSpec, Protocol, profile
 from infercast.measurement.platform import cpu_model
 from infercast.store import Store
 from infercast.store.drift import estimate, session_intervals
@@ -43,9 +43,8 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"{args.db} exists: the first campaign starts a new store (remove it first)")
     protocol = Protocol(sentinel_every_s=args.sentinel_every_s)
     start = time.perf_counter()
-    summary = profile(
-        SPACE, args.n, args.db, "ort-cpu", seed=args.seed, campaign=args.phase, threads=1, protocol=protocol
-    )
+    spec = CampaignSpec(SPACE, n=args.n, seed=args.seed, protocol=protocol, campaign=args.phase)
+    summary = profile(spec, args.db, "ort-cpu", threads=1)
     seconds = time.perf_counter() - start
     print(json.dumps({**summary, "seconds": seconds}, indent=1, default=str))
 

@@ -626,12 +626,11 @@ SPACE_CONFIGS = [
 def test_closed_form_device_features_equal_the_captured_graph(model: str) -> None:
     from infercast.graph import capture
     from infercast.predictors.devices.features import device_features
-    from infercast.screen.device_features import FEATURIZERS
     from infercast.space import parse_model_string
 
     space, config = parse_model_string(model)
     graph = capture(space.build(config), space.input_shape(config))
-    closed = FEATURIZERS[space.name](pd.DataFrame([config])).iloc[0]
+    closed = space.device_features(pd.DataFrame([config])).iloc[0]
     expected = {**device_features(graph), "flops": graph.flops, "params": graph.params}
     for name, value in expected.items():
         assert closed[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infercast.measurement import MeasureError, Protocol, campaign_rows, measure_model_strings, run_campaign
+from infercast.measurement import CampaignSpec, MeasureError, Protocol, measure_model_strings, run_campaign
 from infercast.measurement import backends as backend_registry
 from infercast.measurement.protocol import bootstrap_median_ci, summarize
 from infercast.measurement.sensors import NoSensor, detect
@@ -221,7 +221,7 @@ def test_a_fully_connected_layer_at_every_position_is_a_1x1_convolution_kernel(b
 
 def test_a_campaign_past_its_deadline_still_measures_what_it_must_have(tmp_path) -> None:
     (tmp_path / "space.yaml").write_text(E2E_SPACE)
-    rows, _ = campaign_rows(str(tmp_path / "space.yaml"), 6, seed=0, stratified=False)
+    rows, _ = CampaignSpec(str(tmp_path / "space.yaml"), n=6, stratified=False).rows()
     db, backend = tmp_path / "runs.db", backend_registry.get("ort-cpu", threads=1)
 
     def run(at_least: int) -> dict:

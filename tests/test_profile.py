@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from infercast.measurement import campaign_rows
+from infercast.measurement import CampaignSpec
 from infercast.store import Store
 
 from .helpers import FAST, infercast, stored_rows
@@ -93,7 +93,7 @@ def test_adaptive_kernel_campaign_draws_its_second_half_around_the_worst_kernels
     assert summary["done"] + summary["failed"] == adaptive["first_half"] + adaptive["second_half"]
     assert measured["config_id"].is_unique and len(measured) == summary["done"]
     origin = adaptive["drawn_around"][0]
-    first_rows, _ = campaign_rows(kernel_file, 4, seed=0, stratified=False)
+    first_rows, _ = CampaignSpec(kernel_file, n=4, stratified=False).rows()
     second = measured[~measured["config_id"].isin({r["id"] for r in first_rows})]
     assert len(second) >= 1 and second["model"].str.contains(f"op={origin['op']}&").all()
     # the second half is planned again from the same measurements: a rerun has nothing left to do

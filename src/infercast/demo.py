@@ -90,9 +90,9 @@ def run_demo(
     from infercast import screen
     from infercast.api import predict_models, train
     from infercast.measurement import (
+        CampaignSpec,
         Protocol,
         backends,
-        campaign_rows,
         measure_model_strings,
         platform_of,
         run_campaign,
@@ -122,7 +122,7 @@ def run_demo(
     # 1. profile a stratified sample, in slices, until the count or the time budget is reached
     started = time.perf_counter()
     budget_s = minutes * 60 * DESIGN_SHARE
-    rows, _ = campaign_rows(str(space_file), configs, seed=0, stratified=True)
+    rows, _ = CampaignSpec(str(space_file), n=configs, stratified=True).rows()
     with Store(db) as store:
         store.add_platform(platform_of(backend))
         done = store.done(platform_of(backend).id, "demo")
@@ -155,7 +155,7 @@ def run_demo(
     campaigns = ["demo"]
     if kernels:
         started = time.perf_counter()
-        kernel_rows, _ = campaign_rows(str(kernel_file), kernels, seed=0, stratified=False)
+        kernel_rows, _ = CampaignSpec(str(kernel_file), n=kernels, stratified=False).rows()
         with Store(db) as store:
             before = len(store.done(platform_of(backend).id, "demo-kernels"))
 

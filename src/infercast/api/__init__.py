@@ -7,10 +7,10 @@ themselves learn from tables only.
 - ``adapt``, ``adapt_device``, ``suggest``: ``api.adapting``;
 - ``predict``, ``predict_models``, ``predict_devices``, ``predict_ops``, ``load_predictor``:
   ``api.predicting`` (model strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
-- ``measure``: ``api.measuring``;
+- ``measure``: ``api.measuring``; ``profile``: ``api.profiling``, a ``CampaignSpec`` run on any
+  executor (local, adaptive, ray);
 - ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs;
-- ``import_measurements``: ``api.importing``; ``profile_kernels_adaptive``: ``api.kernel_campaigns``,
-  what ``infercast profile --kernels --adaptive`` runs.
+- ``import_measurements``: ``api.importing``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from infercast.api.evaluating import evaluate
     from infercast.api.measuring import measure
     from infercast.api.predicting import load_predictor, predict, predict_devices, predict_models, predict_ops
+    from infercast.api.profiling import profile
     from infercast.api.screening import screen
     from infercast.api.training import train, train_ops
 
@@ -36,6 +37,7 @@ _MODULES = {
     **dict.fromkeys(("adapt", "adapt_device", "suggest"), "adapting"),
     "evaluate": "evaluating",
     "measure": "measuring",
+    "profile": "profiling",
     "screen": "screening",
     **dict.fromkeys(("train", "train_ops"), "training"),
 }
@@ -52,6 +54,7 @@ __all__ = [
     "predict_devices",
     "predict_models",
     "predict_ops",
+    "profile",
     "screen",
     "suggest",
     "train",

@@ -1,6 +1,7 @@
 """Adaptive kernel campaigns (nn-Meter's adaptive sampling, done for our backends): half the
 kernels drawn from the shapes real CNNs run, the other half around those the kernel regressors
-predicted worst. ``infercast profile --kernels --adaptive`` runs ``profile_kernels_adaptive``.
+predicted worst. ``infercast profile --kernels --adaptive`` runs ``profile_adaptive`` (the
+``adaptive`` executor of ``api.profiling``).
 
 1. **First half**: ``ceil(n · first_share)`` kernels of the space, drawn as ``profile --kernels``
    draws them, measured with their op rows.
@@ -28,7 +29,7 @@ import pandas as pd
 
 from infercast.datasets import KERNEL_SPACE, store_tables
 from infercast.errors import InfercastError
-from infercast.measurement import Protocol, backends, campaign_rows, platform_of, run_campaign
+from infercast.measurement import CampaignSpec, backends, platform_of, run_campaign
 from infercast.measurement.backends.base import Backend
 from infercast.predictors.opwise import OpWise
 from infercast.space import get as get_space
@@ -38,52 +39,59 @@ from infercast.store import Store
 Progress = Callable[[str, dict[str, Any]], None]
 
 
-def profile_kernels_adaptive(
-    space: str,
-    n: int,
+def profile_adaptive(
+    spec: CampaignSpec,
     db: str | Path,
     backend: str | Backend = "ort-cpu",
-    seed: int = 0,
-    campaign: str | None = None,
-    protocol: Protocol | None = None,
-    energy: bool = True,
-    op_runs: int = 3,
     progress: Progress | None = None,
-    sentinels: bool = True,
     first_share: float = 0.5,
     hard_share: float = 0.25,
     **settings: Any,
 ) -> dict[str, Any]:
-    """Measure ``n`` one-kernel networks of ``space`` (``kernels`` or a YAML restriction of it)
-    into ``db`` in two halves (module docstring); rerunning resumes. Returns the campaign summary
-    (both halves' counts summed) with ``adaptive``: the halves' sizes, the first half's median
-    and worst-quartile kernel errors, and the kernels the second half was drawn around."""
-    chosen_space = get_space(space)
+    """Measure ``spec.n`` one-kernel networks of ``spec.space`` (``kernels`` or a YAML restriction
+    of it) into ``db`` in two halves (module docstring); rerunning resumes. Returns the campaign
+    summary (both halves' counts summed) with ``adaptive``: the halves' sizes, the first half's
+    median and worst-quartile kernel errors, and the kernels the second half was drawn around."""
+    chosen_space = get_space(spec.space)
     if chosen_space.string_name != KERNEL_SPACE:
-        raise InfercastError(f"--adaptive samples kernel campaigns: {space} is not the kernels space")
+        raise InfercastError(f"--adaptive samples kernel campaigns: {spec.space} is not the kernels space")
     if not 0 < first_share < 1 or not 0 < hard_share <= 1:
         raise InfercastError(
             f"first_share={first_share!r} must lie in (0, 1) and hard_share={hard_share!r} in (0, 1]"
         )
-    if op_runs < 1:
-        raise InfercastError(f"op_runs={op_runs!r}: an adaptive campaign learns from op rows (1 or more)")
-    if n < 4:
-        raise InfercastError(f"--n {n}: an adaptive campaign needs 4 kernels or more (two in each half)")
+    if spec.op_runs < 1:
+        raise InfercastError(
+            f"op_runs={spec.op_runs!r}: an adaptive campaign learns from op rows (1 or more)"
+        )
+    if spec.n < 4:
+        raise InfercastError(f"--n {spec.n}: an adaptive campaign needs 4 kernels or more (two in each half)")
+    if spec.limit is not None:
+        raise InfercastError("an adaptive campaign plans its second half from the first: it takes no limit")
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
-    first_n = max(2, math.ceil(n * first_share))
-    first_rows, _ = campaign_rows(space, first_n, seed, stratified=False)
-    name = campaign or f"{chosen_space.name}:n={n}:seed={seed}:adaptive"
+    first_n = max(2, math.ceil(spec.n * first_share))
+    first_rows, _ = spec.with_(n=first_n, stratified=False).rows()
+    name = spec.campaign or f"{chosen_space.name}:n={spec.n}:seed={spec.seed}:adaptive"
 
     def run(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        return run_campaign(rows, db, chosen, name, protocol, energy, op_runs, progress, sentinels=sentinels)
+        return run_campaign(
+            rows,
+            db,
+            chosen,
+            name,
+            spec.protocol,
+            spec.energy,
+            spec.op_runs,
+            progress,
+            sentinels=spec.sentinels,
+        )
 
     first = run(first_rows)
-    errors = _first_half_errors(db, chosen, {r["id"] for r in first_rows}, seed)
+    errors = _first_half_errors(db, chosen, {r["id"] for r in first_rows}, spec.seed)
     hard = errors.nlargest(max(1, math.ceil(len(errors) * hard_share)))
     params = [p.name for p in chosen_space.params]
     by_id = {r["id"]: r["params"] for r in first_rows}
     shapes = pd.DataFrame([by_id[config] for config in hard.index], columns=params)
-    around = sample_around(chosen_space, shapes, n - first_n, seed=seed + 1)
+    around = sample_around(chosen_space, shapes, spec.n - first_n, seed=spec.seed + 1)
     around = around[~around["id"].isin(by_id)].drop_duplicates("id", ignore_index=True)
     second = run(chosen_space.config_rows(around))
     summary = {

@@ -17,48 +17,25 @@ from rich.progress import (
 )
 
 from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
-from infercast.errors import install_hint
-
-BACKEND_HELP = "ort-cpu, torch-cpu, torch-cuda or ort-cuda"
-
-
-def _settings(name: str, threads: int, opt_level: str) -> dict[str, Any]:
-    settings: dict[str, Any] = {"threads": threads}
-    if name.startswith("ort-"):
-        settings["opt_level"] = opt_level
-    return settings
-
-
-def _backend(name: str, threads: int, opt_level: str) -> Any:
-    from infercast.measurement import backends
-
-    return backends.get(name, **_settings(name, threads, opt_level))
-
-
-def protocol_of(
-    warmup_s: float,
-    round_s: float,
-    min_rounds: int,
-    cap_s: float,
-    group: int,
-    timeout_s: float,
-    sentinel_every_s: float = 600.0,
-) -> Any:
-    from infercast.measurement import Protocol
-
-    return Protocol(
-        warmup_s=warmup_s,
-        round_s=round_s,
-        min_rounds=min_rounds,
-        cap_s=cap_s,
-        group=group,
-        timeout_s=timeout_s,
-        sentinel_every_s=sentinel_every_s,
-    )
-
-
-SENTINELS_HELP = "re-measure the backend's sentinel models at the start, at intervals and at the end"
-SENTINEL_EVERY_HELP = "seconds between sentinel passes (0: only at the start and the end)"
+from infercast.cli.options import (
+    Backend,
+    CapS,
+    Energy,
+    Group,
+    Json,
+    MinRounds,
+    OpRuns,
+    Ops,
+    OptLevel,
+    RoundS,
+    SentinelEveryS,
+    Sentinels,
+    Threads,
+    TimeoutS,
+    WarmupS,
+    backend_settings,
+    protocol_of,
+)
 
 
 def _drift_line(summary: dict[str, Any]) -> str | None:
@@ -86,46 +63,47 @@ def _drift_line(summary: dict[str, Any]) -> str | None:
 @app.command()
 def measure(
     models: list[str] = typer.Argument(..., help=MODEL_HELP),
-    backend: str = typer.Option("ort-cpu", "--backend", help=BACKEND_HELP),
-    threads: int = typer.Option(1, "--threads", help="intra-op threads"),
-    opt_level: str = typer.Option("all", "--opt-level", help="ONNX Runtime graph optimisation level"),
-    warmup_s: float = typer.Option(0.5, "--warmup-s", help="seconds of untimed inferences after loading"),
-    round_s: float = typer.Option(0.3, "--round-s", help="seconds per timing round"),
-    min_rounds: int = typer.Option(6, "--min-rounds", help="rounds before the CI may stop a model"),
-    cap_s: float = typer.Option(15.0, "--cap-s", help="timing seconds per model at most"),
-    group: int = typer.Option(4, "--group", help="models whose rounds are interleaved"),
-    timeout_s: float = typer.Option(180.0, "--timeout-s", help="a worker step taking longer fails its model"),
-    energy: bool = typer.Option(True, "--energy/--no-energy", help="read the energy sensor, if any"),
+    backend: Backend = "ort-cpu",
+    threads: Threads = 1,
+    opt_level: OptLevel = "all",
+    warmup_s: WarmupS = 0.5,
+    round_s: RoundS = 0.3,
+    min_rounds: MinRounds = 6,
+    cap_s: CapS = 15.0,
+    group: Group = 4,
+    timeout_s: TimeoutS = 180.0,
+    energy: Energy = True,
     input_shape: str | None = typer.Option(
         None, "--input-shape", help="e.g. 1x3x128x128 (default: the model's)"
     ),
     db: Path | None = typer.Option(None, "--db", help="also store models and results in this store"),
     campaign: str = typer.Option("models", "--campaign", help="campaign name in the store (with --db)"),
-    sentinels: bool = typer.Option(True, "--sentinels/--no-sentinels", help=SENTINELS_HELP + " (with --db)"),
-    sentinel_every_s: float = typer.Option(600.0, "--sentinel-every-s", help=SENTINEL_EVERY_HELP),
-    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
-    op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    sentinels: Sentinels = True,
+    sentinel_every_s: SentinelEveryS = 600.0,
+    ops: Ops = False,
+    op_runs: OpRuns = 10,
+    as_json: Json = False,
 ) -> None:
     """Measure latency, peak memory and energy of MODELS on this machine, each in its own process.
 
     With --db the results are stored too, and models the campaign already holds are not re-measured.
     Exit code 0 when every model was measured, 1 when any failed (each failure is in the output),
     2 when the request itself is refused."""
-    from infercast.measurement import measure_model_strings as run_measure
+    from infercast.measurement import backends, measure_model_strings
 
     def body() -> list[dict[str, Any]]:
-        chosen = _backend(backend, threads, opt_level)
-        protocol = protocol_of(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
-        with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
-            from infercast.models import parse_input_shape
+        from infercast.models import parse_input_shape
 
-            return run_measure(
+        chosen = backends.get(backend, **backend_settings(backend, threads, opt_level))
+        protocol = protocol_of(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
+        shape = parse_input_shape(input_shape) if input_shape else None
+        with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
+            return measure_model_strings(
                 models,
                 chosen,
                 protocol,
                 energy,
-                input_shape=parse_input_shape(input_shape) if input_shape else None,
+                input_shape=shape,
                 db=db,
                 campaign=campaign,
                 op_runs=op_runs if ops else 0,
@@ -136,8 +114,14 @@ def measure(
     failed = any("failure" in r for r in results)
     if as_json:
         print_json(results)
-        raise typer.Exit(1 if failed else 0)
-    table = Table(title=f"measured on {backend} ({threads} thread{'s' if threads > 1 else ''})")
+    else:
+        _print_measured(results, f"measured on {backend} ({threads} thread{'s' if threads > 1 else ''})")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_measured(results: list[dict[str, Any]], title: str) -> None:
+    table = Table(title=title)
     for column in ("model", "low ms", "median ms", "95% CI", "CV", "n", "peak memory", "energy / inference"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in results:
@@ -162,11 +146,8 @@ def measure(
             console.print(f"[yellow]contended[/]: {r['model']}: {r['contended_reason']}")
     if any(r.get("session_spread") is not None for r in results):
         console.print("95% CI: within the session and between sessions (the platform's sentinels)")
-    reasons = {r["energy_reason"] for r in results if r.get("energy_reason")}
-    for reason in reasons:
+    for reason in {r["energy_reason"] for r in results if r.get("energy_reason")}:
         console.print(f"energy: {reason}")
-    if failed:
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -187,22 +168,22 @@ def profile(
     n: int = typer.Option(500, "--n", help="configurations to sample"),
     seed: int = typer.Option(0, "--seed"),
     db: Path = typer.Option(Path("runs.db"), "--db", help="the store file (created if missing)"),
-    backend: str = typer.Option("ort-cpu", "--backend", help=BACKEND_HELP),
-    threads: int = typer.Option(1, "--threads"),
-    opt_level: str = typer.Option("all", "--opt-level"),
+    backend: Backend = "ort-cpu",
+    threads: Threads = 1,
+    opt_level: OptLevel = "all",
     campaign: str | None = typer.Option(None, "--campaign", help="name (default: from space, n, seed)"),
     stratified: bool = typer.Option(True, "--stratified/--uniform", help="how configurations are sampled"),
-    warmup_s: float = typer.Option(0.5, "--warmup-s"),
-    round_s: float = typer.Option(0.3, "--round-s"),
-    min_rounds: int = typer.Option(6, "--min-rounds"),
-    cap_s: float = typer.Option(15.0, "--cap-s"),
-    group: int = typer.Option(4, "--group"),
-    timeout_s: float = typer.Option(180.0, "--timeout-s"),
-    energy: bool = typer.Option(True, "--energy/--no-energy"),
-    sentinels: bool = typer.Option(True, "--sentinels/--no-sentinels", help=SENTINELS_HELP),
-    sentinel_every_s: float = typer.Option(600.0, "--sentinel-every-s", help=SENTINEL_EVERY_HELP),
-    ops: bool = typer.Option(False, "--ops", help="also profile every executed kernel / op"),
-    op_runs: int = typer.Option(10, "--op-runs", help="runs profiled per model with --ops"),
+    warmup_s: WarmupS = 0.5,
+    round_s: RoundS = 0.3,
+    min_rounds: MinRounds = 6,
+    cap_s: CapS = 15.0,
+    group: Group = 4,
+    timeout_s: TimeoutS = 180.0,
+    energy: Energy = True,
+    sentinels: Sentinels = True,
+    sentinel_every_s: SentinelEveryS = 600.0,
+    ops: Ops = False,
+    op_runs: OpRuns = 10,
     limit: int | None = typer.Option(
         None, "--limit", help="measure only the first N configs of the sample this run"
     ),
@@ -219,22 +200,65 @@ def profile(
 
     With --ray ADDRESS the configs are measured on the cluster's nodes that offer each --device
     kind (ray start --resources '{"device:KIND": 1}'); this process alone writes the store."""
-    from infercast.measurement import profile as run_profile
+    from infercast.api.profiling import profile as run_profile
+    from infercast.measurement import CampaignSpec
 
-    if space is None and not kernels:
-        err_console.print("[bold red]error:[/] give --space NAME (or --kernels for a kernel campaign)")
-        raise typer.Exit(2)
-    if adaptive and (not kernels or ray_address is not None or limit is not None):
-        err_console.print(
-            "[bold red]error:[/] --adaptive plans a local kernel campaign: use it with --kernels, "
-            "without --ray or --limit"
-        )
-        raise typer.Exit(2)
+    _check_profile_options(space, kernels, adaptive, limit, ray_address, devices)
     chosen_space = space or "kernels"
-    if devices and ray_address is None:
-        err_console.print("[bold red]error:[/] --device names a Ray device kind: it needs --ray ADDRESS")
+    if kernels:
+        run_guarded(lambda: _check_kernels_space(chosen_space))
+    protocol = run_guarded(
+        lambda: protocol_of(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
+    )
+    # a kernel campaign exists for the op-wise kernel regressors: its op rows are the point
+    measured_ops = op_runs if ops or kernels else 0
+    how = {"protocol": protocol, "energy": energy, "op_runs": measured_ops, "sentinels": sentinels}
+    spec = run_guarded(
+        lambda: CampaignSpec(chosen_space, n, seed, stratified, limit=limit, campaign=campaign, **how)
+    )
+    run_on = "adaptive" if adaptive else "local" if ray_address is None else "ray"
+    options: dict[str, Any] = backend_settings(backend, threads, opt_level)
+    if run_on == "ray":
+        options.update(kinds=devices or [], address=ray_address, chunk=chunk)
+    summary = _with_progress_bar(
+        chosen_space, as_json, lambda progress: run_profile(spec, db, backend, run_on, progress, **options)
+    )
+    if as_json:
+        print_json(summary)
+    else:
+        _print_profiled(summary, db, ray_address)
+
+
+def _check_kernels_space(space: str) -> None:
+    from infercast.space import get as get_space
+
+    if get_space(space).string_name != "kernels":
+        raise ValueError(f"--kernels profiles the kernels space (or a YAML restriction of it), not {space}")
+
+
+def _check_profile_options(
+    space: str | None,
+    kernels: bool,
+    adaptive: bool,
+    limit: int | None,
+    ray_address: str | None,
+    devices: list[str] | None,
+) -> None:
+    """Options that cannot go together: one line on stderr, exit 2."""
+    problem = None
+    if space is None and not kernels:
+        problem = "give --space NAME (or --kernels for a kernel campaign)"
+    elif adaptive and (not kernels or ray_address is not None or limit is not None):
+        problem = "--adaptive plans a local kernel campaign: use it with --kernels, without --ray or --limit"
+    elif devices and ray_address is None:
+        problem = "--device names a Ray device kind: it needs --ray ADDRESS"
+    if problem:
+        err_console.print(f"[bold red]error:[/] {problem}")
         raise typer.Exit(2)
 
+
+def _with_progress_bar(space: str, quiet: bool, body: Any) -> dict[str, Any]:
+    """Run ``body(progress)`` under a progress bar of the campaign (none when ``quiet``)."""
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -243,62 +267,22 @@ def profile(
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, disable=as_json) as bar:
+    with Progress(*columns, console=console, disable=quiet) as bar:
         task = bar.add_task("planning", total=None)
 
         def progress(event: str, state: dict[str, Any]) -> None:
             if event == "start":
-                bar.update(task, total=state["todo"], description=f"profiling {chosen_space}")
+                bar.update(task, total=state["todo"], description=f"profiling {space}")
             elif event in ("done", "failed", "lost"):
                 bar.update(task, completed=state["done"] + state["failed"] + state.get("lost", 0))
             elif event == "sentinels" and state["sentinels"]["last_vs_usual"] is not None:
                 slower = state["sentinels"]["last_vs_usual"]
-                bar.update(task, description=f"profiling {chosen_space} (sentinels {slower:+.1%} vs usual)")
+                bar.update(task, description=f"profiling {space} (sentinels {slower:+.1%} vs usual)")
 
-        def body() -> dict[str, Any]:
-            if kernels:
-                from infercast.space import get as get_space
+        return run_guarded(lambda: body(progress))
 
-                if get_space(chosen_space).string_name != "kernels":
-                    raise ValueError(
-                        f"--kernels profiles the kernels space (or a YAML restriction of it), not {space}"
-                    )
-            common: dict[str, Any] = {
-                "seed": seed,
-                "stratified": stratified,
-                "campaign": campaign,
-                "protocol": protocol_of(
-                    warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s
-                ),
-                "energy": energy,
-                # a kernel campaign exists for the op-wise kernel regressors: its op rows are the point
-                "op_runs": op_runs if ops or kernels else 0,
-                "progress": progress,
-                "limit": limit,
-            }
-            settings = _settings(backend, threads, opt_level)
-            if adaptive:
-                from infercast.api.kernel_campaigns import profile_kernels_adaptive
 
-                del common["stratified"], common["limit"]
-                return profile_kernels_adaptive(
-                    chosen_space, n, db, backend, **common, sentinels=sentinels, **settings
-                )
-            if ray_address is None:
-                return run_profile(chosen_space, n, db, backend, **common, sentinels=sentinels, **settings)
-            try:
-                from infercast.distributed import profile_on_ray
-            except ImportError:
-                raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
-            kinds = devices or []
-            return profile_on_ray(
-                chosen_space, n, db, kinds, ray_address, backend, chunk=chunk, **common, **settings
-            )
-
-        summary = run_guarded(body)
-    if as_json:
-        print_json(summary)
-        return
+def _print_profiled(summary: dict[str, Any], db: Path, ray_address: str | None) -> None:
     if ray_address is not None:
         console.print(
             f"campaign {summary['campaign']} on {ray_address}: {summary['done']} measured, "

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Table, app, console, print_json, run_guarded
-from infercast.cli.measure import protocol_of
+from infercast.cli.options import protocol_of
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
 

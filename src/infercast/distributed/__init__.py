@@ -3,7 +3,7 @@
 The only package that imports Ray (an optional extra: ``pip install 'ray>=2.40'``, or
 ``pip install -e '.[ray]'`` in a checkout).
 
-- ``profile_on_ray(space, n, db, kinds, address, …)``: the campaign ``profile`` would measure,
+- ``profile_on_ray(spec, db, backend, kinds=…, address=…)``: a ``CampaignSpec``'s campaign measured
   on every device kind named; each kind is a custom resource ``device:KIND`` that a node offers
   when it joins (``ray start --address HEAD --resources '{"device:KIND": 1}'``); the driver alone
   writes the store; killed workers / nodes are retried, a killed driver resumes from the store.

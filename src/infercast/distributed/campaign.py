@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from infercast.distributed.cluster import connected
-from infercast.measurement import Campaign, MeasureError, Protocol, campaign_rows
+from infercast.measurement import Campaign, CampaignSpec, MeasureError, Protocol
 from infercast.measurement.engine import Item
 from infercast.store import Measurement, Platform, Store
 
@@ -79,27 +79,19 @@ def _measure_chunk(
 
 
 def profile_on_ray(
-    space: str,
-    n: int,
+    spec: CampaignSpec,
     db: str | Path,
-    kinds: list[str],
-    address: str,
     backend: str = "ort-cpu",
-    seed: int = 0,
-    stratified: bool = True,
-    campaign: str | None = None,
-    protocol: Protocol | None = None,
-    energy: bool = True,
-    op_runs: int = 0,
-    limit: int | None = None,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+    kinds: list[str] | None = None,
+    address: str = "auto",
     chunk: int = 16,
     max_retries: int = 3,
     idle_timeout_s: float = 600.0,
-    progress: Callable[[str, dict[str, Any]], None] | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
-    """Measure the campaign ``profile`` would (same configs, same name) on every device kind in
-    ``kinds``, on the Ray cluster at ``address``; one platform per kind (its settings name the
+    """Measure ``spec``'s campaign (the configs and name any executor measures) on every device
+    kind in ``kinds``, on the Ray cluster at ``address``; one platform per kind (its settings name the
     kind). Stops waiting after ``idle_timeout_s`` without a result (e.g. no node offers a kind
     any more): what is left is counted in ``summary["left"]`` and a rerun measures it.
 
@@ -115,15 +107,15 @@ def profile_on_ray(
         raise MeasureError(f"chunk={chunk!r} must be ≥ 1 and max_retries={max_retries!r} ≥ 0")
     resources = {kind: device_resource(kind) for kind in kinds}
     chosen = backends.get(backend, **settings)  # validates the backend and its settings here
-    rows, name = campaign_rows(space, n, seed, stratified, limit, chosen.precisions)
-    job = _Job(chosen.name, settings, asdict(protocol or Protocol()), energy, op_runs, chunk, max_retries)
+    rows, name = spec.rows(chosen.precisions)
+    job = _Job(chosen.name, settings, asdict(spec.protocol), spec.energy, spec.op_runs, chunk, max_retries)
     tell = progress or (lambda event, state: None)
     with connected(address):
         _check_offered(address, resources)
         with Store(db) as store:
-            books = _register(store, rows, campaign or name, chosen, resources, settings, idle_timeout_s)
+            books = _register(store, rows, name, chosen, resources, settings, idle_timeout_s)
             tasks = _submit(books, resources, job)
-            summary = _summary(campaign or name, books, tasks)
+            summary = _summary(name, books, tasks)
             tell("start", summary)
             pending = _collect(tasks, books, summary, idle_timeout_s, tell)
             for ref in pending:

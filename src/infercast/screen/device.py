@@ -1,7 +1,7 @@
 """A shipped phone setting or measured host (``infercast devices list``) as a screening predictor.
 
 Its Σ cost × work model (``predictors.physical``) reads device features, which
-``screen.device_features`` computes for a design space's candidates in closed form. It predicts
+the design space computes for its candidates in closed form (``Space.device_features``). It predicts
 latency only; the stage-1 margin comes from its out-of-fold residuals on held-out architecture
 families (a host's: held-out design spaces), and stage 2 adds its interval and the ``ood`` check.
 The candidates run at batch 1 in fp32, as the devices were measured; for a phone an input side
@@ -33,19 +33,21 @@ class _Info:
 
 class DeviceScreener:
     """Stage 1 and stage 2 of a screening (``screen.stages``) for the usc-mobile setting or host
-    named ``device`` on candidates of ``space`` (a space with a closed form, ``FEATURIZERS``)."""
+    named ``device`` on candidates of ``space`` (a space with a closed form of the device features,
+    ``Space.device_features``)."""
 
     def __init__(self, device: str, space: Any) -> None:
         from infercast.predictors.devices import cards, source_of
         from infercast.predictors.physical import ROUTE
-        from infercast.screen.device_features import FEATURIZERS
+        from infercast.space import get, names
 
-        if space.string_name not in FEATURIZERS:
+        if not space.has_device_features:
+            closed = [name for name in names() if get(name).has_device_features]
             raise ScreenError(
-                f"--device {device} screens the spaces {', '.join(FEATURIZERS)} (their device features "
+                f"--device {device} screens the spaces {', '.join(closed)} (their device features "
                 f"have a closed form), not {space.name}"
             )
-        self.featurize = FEATURIZERS[space.string_name]
+        self.featurize = space.device_features
         # the source's Σ cost × work route: the others (a GPU setting's op-wise one, a host's blend
         # and op-wise) need each graph
         source = source_of(device)

@@ -286,6 +286,16 @@ class Space(ABC):
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         """The input the network takes (batch included)."""
 
+    def device_features(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Optional: the device features (``infercast.features.device``) of every configuration at
+        batch 1 and fp32, in closed form (``space.device_vector``), equal to those of its captured
+        graph. A space with it can be screened for a shipped device (``screen.device``)."""
+        raise SpaceError(f"the {self.name} space has no closed form of the device features")
+
+    @property
+    def has_device_features(self) -> bool:
+        return type(self).device_features is not Space.device_features
+
     @abstractmethod
     def features(self, configs: pd.DataFrame | dict[str, Sequence[Any]]) -> pd.DataFrame:
         """The feature vector of every configuration, in closed form, without building modules.

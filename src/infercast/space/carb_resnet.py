@@ -20,6 +20,7 @@ import pandas as pd
 
 from infercast.features import FEATURE_NAMES
 from infercast.space.base import Param, Space, SpaceError
+from infercast.space.device_vector import Array, KernelTotals, blocked
 from infercast.space.vector import Accumulator, as_columns, round_channels, scale_rows
 
 if TYPE_CHECKING:
@@ -137,6 +138,10 @@ class CarbResNet(Space):
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         c = self.validate(config)
         return (c["batch"], 3, c["input_size"], c["input_size"])
+
+    def device_features(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """The device features of every config at batch 1 and fp32, in closed form."""
+        return blocked(_device_walk)(configs)
 
     def features(self, configs: pd.DataFrame | dict[str, Sequence[Any]]) -> pd.DataFrame:
         cols = as_columns(configs, [p.name for p in self.params])
@@ -296,3 +301,67 @@ def _block(
     acc.bn(o, cout, live=3 * o, mult=with_shortcut)
     acc.node("add", flops=o, out=o, live=np.where(shortcut, 3 * o, 2 * o + x), mult=mult)
     acc.act(o, live=2 * o, mult=mult)
+
+
+def _device_walk(configs: pd.DataFrame) -> pd.DataFrame:
+    """The device features of carb-resnet configs (``device_vector``), in blocks of rows."""
+    rows = len(configs)
+    k = KernelTotals(rows)
+    bottleneck = configs["block"].eq("bottleneck").to_numpy(dtype=bool)
+    depth = configs["depth"].to_numpy(dtype=np.int64)
+    width = configs["width"].to_numpy(dtype=np.float64)
+    early = configs["early_downsample"].to_numpy(dtype=bool)
+    side = configs["input_size"].to_numpy(dtype=np.float64)
+    stem = channels(STAGE_CHANNELS[0], width)
+    h = np.where(early, np.ceil(side / 2), side)
+    out = stem * h * h
+    window = np.where(early, 49.0, 9.0)
+    k.conv("conv", out * 3 * window, 3 * side * side, out, stem * 3 * window, fused_flops=out, bn=stem)
+    pooled_h = np.ceil(h / 2)
+    k.pool(out, stem * pooled_h * pooled_h, 9.0, early)
+    h = np.where(early, pooled_h, h)
+    per_stage = _LAYOUTS[bottleneck.astype(np.int64), depth]
+    cin = stem
+    for stage, base in enumerate(STAGE_CHANNELS):
+        count = per_stage[:, stage]
+        present = (count > 0).astype(np.float64)
+        mid = channels(base, width)
+        cout = np.where(bottleneck, 4 * mid, mid)
+        h_out = np.ceil(h / 2) if stage > 0 else h
+        shortcut = ((cin != cout) | (stage > 0)).astype(np.float64)
+        _device_block(k, bottleneck, cin, mid, cout, h, h_out, shortcut, present)
+        _device_block(k, bottleneck, cout, mid, cout, h_out, h_out, np.zeros(rows), np.maximum(count - 1, 0))
+        cin = np.where(present > 0, cout, cin)
+        h = np.where(present > 0, h_out, h)
+    k.global_pool(cin * h * h, cin)
+    k.linear(cin, float(NUM_CLASSES))
+    return k.frame(side, configs.index)
+
+
+def _device_block(
+    k: KernelTotals,
+    bottleneck: Array,
+    cin: Array,
+    mid: Array,
+    cout: Array,
+    h_in: Array,
+    h_out: Array,
+    shortcut: Array,
+    mult: Array,
+) -> None:
+    """A Basic or Bottleneck block, ``mult`` times. The add and the ReLU after it join the last
+    convolution to run: the shortcut's when there is one, else the main path's."""
+    basic = ~bottleneck
+    x = cin * h_in * h_in
+    o = cout * h_out * h_out
+    m1, m2 = mid * h_in * h_in, mid * h_out * h_out
+    tail = 2 * o  # the add and the ReLU
+    on_main = np.where(shortcut > 0, 0.0, tail)
+    # basic: conv3x3(stride) bn relu, conv3x3 bn; bottleneck: conv1x1 bn relu, conv3x3(stride)
+    # bn relu, conv1x1 bn
+    k.conv("conv", o * cin * 9, x, o, cout * cin * 9, fused_flops=o, mult=mult * basic, bn=cout)
+    k.conv("conv", o * cout * 9, o, o, cout * cout * 9, fused_flops=on_main, mult=mult * basic, bn=cout)
+    k.conv("conv", m1 * cin, x, m1, mid * cin, fused_flops=m1, mult=mult * bottleneck, bn=mid)
+    k.conv("conv", m2 * mid * 9, m1, m2, mid * mid * 9, fused_flops=m2, mult=mult * bottleneck, bn=mid)
+    k.conv("conv", o * mid, m2, o, cout * mid, fused_flops=on_main, mult=mult * bottleneck, bn=cout)
+    k.conv("conv", o * cin, x, o, cout * cin, fused_flops=tail, mult=mult * shortcut, bn=cout)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.space.base import Param, Space
+from infercast.space.device_vector import Array, KernelTotals, blocked
 from infercast.space.vector import Accumulator, Block, as_columns, round_channels, scale_rows
 
 if TYPE_CHECKING:
@@ -75,6 +76,10 @@ class MobileNAS(Space):
     def input_shape(self, config: dict[str, Any]) -> tuple[int, ...]:
         c = self.validate(config)
         return (c["batch"], 3, c["resolution"], c["resolution"])
+
+    def device_features(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """The device features of every config at batch 1 and fp32, in closed form."""
+        return blocked(_device_walk)(configs)
 
     def features(self, configs: pd.DataFrame | dict[str, Sequence[Any]]) -> pd.DataFrame:
         names = [p.name for p in self.params]
@@ -218,3 +223,76 @@ def _inverted_residual(
     residual = ((cin == cout) & (stride == 1)).astype(np.float64)
     added = block.op("add", [p, block.input], o, o, residual)
     block.close(acc, [p, added], mult=mult)
+
+
+def _device_walk(configs: pd.DataFrame) -> pd.DataFrame:
+    """The device features of mobile-nas configs (``device_vector``), in blocks of rows."""
+    rows = len(configs)
+    k = KernelTotals(rows)
+    width = configs["width"].to_numpy(dtype=np.float64)
+    side = configs["resolution"].to_numpy(dtype=np.float64)
+    cin = round_channels(STEM_CHANNELS, width)
+    h = np.ceil(side / 2)
+    stem_out = cin * h * h
+    k.conv("conv", stem_out * 27, 3 * side * side, stem_out, cin * 27, fused_flops=stem_out, bn=cin)
+    for i, (base, stride) in enumerate(STAGES, start=1):
+        cout = round_channels(base, width)
+        block = {
+            "kernel": configs[f"k{i}"].to_numpy(dtype=np.float64),
+            "expansion": configs[f"e{i}"].to_numpy(dtype=np.float64),
+            "se": configs[f"se{i}"].to_numpy(dtype=bool),
+            "hswish": configs[f"act{i}"].eq("hswish").to_numpy(dtype=bool),
+        }
+        repeats = configs[f"r{i}"].to_numpy(dtype=np.float64)
+        h_out = np.ceil(h / stride)
+        _device_block(k, cin, cout, h, h_out, stride, mult=1.0, **block)
+        _device_block(k, cout, cout, h_out, h_out, 1, mult=repeats - 1, **block)
+        cin, h = cout, h_out
+    heads = float(HEAD_CHANNELS)
+    final = cin * h * h
+    out = heads * h * h
+    k.conv("conv", out * cin, final, out, heads * cin, fused_flops=out, bn=heads)
+    k.global_pool(out, np.full(rows, heads))
+    k.linear(np.full(rows, heads), float(NUM_CLASSES))
+    return k.frame(side, configs.index)
+
+
+def _device_block(
+    k: KernelTotals,
+    cin: Array,
+    cout: Array,
+    h_in: Array,
+    h_out: Array,
+    stride: int,
+    mult: Any,
+    kernel: Array,
+    expansion: Array,
+    se: Array,
+    hswish: Array,
+) -> None:
+    hidden = cin * expansion
+    x = cin * h_in * h_in
+    relu = (~hswish).astype(np.float64)
+    # an h-swish is no activation TFLite fuses into a convolution: it runs as a kernel of its own
+    own_act = hswish * mult
+    expand = (expansion != 1) * mult
+    e_out = hidden * h_in * h_in
+    k.conv("conv", e_out * cin, x, e_out, hidden * cin, fused_flops=e_out * relu, mult=expand, bn=hidden)
+    k.elementwise(e_out, e_out, e_out, own_act * (expansion != 1))
+    d_out = hidden * h_out * h_out
+    d_in = np.where(expansion != 1, e_out, x)
+    k2 = kernel * kernel
+    k.conv("dwconv", d_out * k2, d_in, d_out, hidden * k2, fused_flops=d_out * relu, mult=mult, bn=hidden)
+    k.elementwise(d_out, d_out, d_out, own_act)
+    gate = se * mult
+    squeezed = squeeze_channels(hidden)
+    k.global_pool(d_out, hidden, gate)
+    sq_weights = squeezed * hidden + squeezed  # the squeeze-excitation convs have biases
+    k.conv("conv", squeezed * hidden, hidden, squeezed, sq_weights, fused_flops=squeezed, mult=gate)
+    ex_weights = hidden * squeezed + hidden
+    k.conv("conv", hidden * squeezed, squeezed, hidden, ex_weights, fused_flops=hidden, mult=gate)
+    k.elementwise(d_out + hidden, d_out, d_out, gate)
+    o = cout * h_out * h_out
+    k.conv("conv", o * hidden, d_out, o, cout * hidden, mult=mult, bn=cout)
+    residual = float(stride == 1) * (cin == cout)
+    k.flops += o * residual * mult  # the add, linked into the projection's kernel

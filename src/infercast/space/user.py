@@ -63,6 +63,13 @@ class UserSpace(Space):
     def features(self, configs: Any) -> pd.DataFrame:
         return self.family.features(configs)
 
+    def device_features(self, configs: pd.DataFrame) -> pd.DataFrame:
+        return self.family.device_features(configs)
+
+    @property
+    def has_device_features(self) -> bool:
+        return self.family.has_device_features
+
 
 def restrict(space: Space, name: str, values: tuple[Any, ...] | list[Any]) -> Space:
     """``space`` with parameter ``name`` limited to ``values`` (in the space's order): a user space

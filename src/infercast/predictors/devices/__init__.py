@@ -2,25 +2,24 @@
 
 ``list_devices()`` names them (``pixel4/gpu``, ``s10/1large/int8``, ``nb201/pixel3``, …) with
 their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graphs``. Each source of
-measurements is one module beside this one (``usc.py``, ``nb201.py``, ``hosts.py``): a new one is
-a new file with ``names()``, ``infos()`` and ``load(name)``, added to ``SOURCES``; one whose
-devices screen design spaces (``screen.device``) also has ``physical(name)`` (its Σ cost × work
-route) and ``INPUT_SIDE`` (the one input side it learned from, or None); a device whose
-``DeviceInfo.space`` names a design space also has ``predict_features(rows)``, for that space's
-closed-form features.
+measurements is one module beside this one (``usc.py``, ``nb201.py``, ``hosts.py``) following the
+``common.DeviceSource`` protocol (``names()``, ``infos()``, ``load(name)``): a new one is a new
+file and one entry in ``SOURCES``. One whose devices screen design spaces (``screen.device``)
+follows ``common.ScreenableSource`` too (``physical(name)``, its Σ cost × work route, and
+``INPUT_SIDE``); a device whose ``DeviceInfo.space`` names a design space also has
+``predict_features(rows)``, for that space's closed-form features.
 """
 
 from __future__ import annotations
 
 import difflib
 from functools import cache
-from types import ModuleType
 
 from infercast.predictors.devices import hosts, nb201, usc
-from infercast.predictors.devices.common import DeviceInfo, DevicePredictor, cards
+from infercast.predictors.devices.common import DeviceInfo, DevicePredictor, DeviceSource, cards
 from infercast.predictors.errors import PredictorError
 
-SOURCES: tuple[ModuleType, ...] = (usc, nb201, hosts)
+SOURCES: tuple[DeviceSource, ...] = (usc, nb201, hosts)
 
 
 class UnknownDeviceError(PredictorError):
@@ -32,7 +31,7 @@ def list_devices() -> list[DeviceInfo]:
     return [info for source in SOURCES for info in source.infos()]
 
 
-def source_of(name: str) -> ModuleType:
+def source_of(name: str) -> DeviceSource:
     """The module of ``SOURCES`` that ships ``name`` (``UnknownDeviceError`` names the nearest)."""
     for source in SOURCES:
         if name in source.names():

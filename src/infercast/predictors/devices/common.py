@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import pandas as pd
 
@@ -140,4 +140,35 @@ class DevicePredictor(Protocol):
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         """``latency_ms``, ``latency_ms_low``, ``latency_ms_high``, ``ood``, ``ood_reason`` per graph."""
+        ...
+
+
+@runtime_checkable
+class DeviceSource(Protocol):
+    """A source of shipped device predictors: one module beside ``usc.py``, ``nb201.py`` and
+    ``hosts.py``, added to ``devices.SOURCES``. Its derived tables live in ``devices/data`` with
+    their attribution (built by ``tools/device_tables.py``), its cards in ``cards.json``."""
+
+    def names(self) -> list[str]:
+        """Every device setting it ships (``phone/setting``)."""
+        ...
+
+    def infos(self) -> list[DeviceInfo]:
+        """The facts and card of each."""
+        ...
+
+    def load(self, name: str) -> DevicePredictor:
+        """The predictor of one, fitted or loaded on first use."""
+        ...
+
+
+@runtime_checkable
+class ScreenableSource(DeviceSource, Protocol):
+    """A source whose devices screen design spaces (``screen.device``): a Σ cost × work route per
+    device, and the one input side its devices learned from (None: any)."""
+
+    INPUT_SIDE: int | None
+
+    def physical(self, name: str) -> Any:
+        """The device's fitted ``PhysicalLatency``."""
         ...
