@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 # The report test opens the HTML in headless Chromium: Debian's package, installed when missing
 # (apt needs root; elsewhere that test is skipped, and under CI it fails).

@@ -22,6 +22,7 @@ import argparse
 import functools
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
+from tools.device_tables import nb201_features
 
-from infercast.api.device_tables import nb201_features
 from infercast.predictors import physical
 from infercast.predictors.data import feature_frame
 from infercast.predictors.devices import nb201, tflite_gpu, usc
@@ -39,6 +40,8 @@ from infercast.predictors.devices.common import data_file
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.metrics import regression_metrics
 from results import machine, record, stamp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for tools/
 
 FOLDS = 5
 

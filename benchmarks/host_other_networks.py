@@ -61,7 +61,7 @@ ROUTES = {
 
 def anchors() -> pd.DataFrame:
     """Seven shipped kernel networks of 2–20 ms, spread over that range: model, latency_ms."""
-    networks = pd.read_parquet(data_file(hosts.KERNEL_NETWORKS))
+    networks = pd.read_parquet(data_file(hosts.KERNEL_NETWORKS_FILE))
     mid = networks[networks["latency_ms"].between(2, 20)].sort_values("latency_ms", kind="stable")
     return mid.iloc[np.linspace(0, len(mid) - 1, 7).round().astype(int)][["model", "latency_ms"]]
 

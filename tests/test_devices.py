@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tools.device_tables import host_tables, write_host
 from torch import nn
 
 import infercast
 from infercast import space
 from infercast.api import adapt_device, predict_devices
-from infercast.api.device_tables import host_tables, write_host
 from infercast.predictors import physical
 from infercast.predictors.devices import (
     UnknownDeviceError,
@@ -136,7 +136,7 @@ def test_physical_latency_names_bad_values() -> None:
 @requires_pytorchcv
 def test_shipped_features_are_what_this_infercast_computes() -> None:
     """A shipped row recomputed from the network: the feature code and the table agree."""
-    from infercast.api.device_tables import usc_row
+    from tools.device_tables import usc_row
 
     row = usc_row("squeezenet_v1_1")
     shipped = usc.table().loc["squeezenet_v1_1"]
@@ -286,15 +286,15 @@ def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monk
     assert len(configs) == made["n_configs"] and set(configs["space"]) == {"space:carb-resnet"}
     assert (configs[list(DEVICE_FEATURES)].notna().all().all()) and (configs["kernels"] > 0).all()
     assert ops.empty and kernels.empty and host["n_configs"] == len(configs) and host["backend"]
-    files = (hosts.CONFIGS, hosts.OPS, hosts.KERNEL_NETWORKS, hosts.META)
+    files = (hosts.CONFIGS_FILE, hosts.OPS_FILE, hosts.KERNEL_NETWORKS_FILE, hosts.META_FILE)
     shipped = {f: tmp_path / f for f in files}
-    monkeypatch.setattr("infercast.api.device_tables.data_file", lambda f: shipped[f])
+    monkeypatch.setattr("tools.device_tables.data_file", lambda f: shipped[f])
     write_host("test/host", configs, ops, kernels, host)
     write_host("test/host", configs, ops, kernels, host)  # rebuilding a host replaces its rows
     write_host("test/other", configs.head(3), ops, kernels, host)
-    table = pd.read_parquet(shipped[hosts.CONFIGS])
+    table = pd.read_parquet(shipped[hosts.CONFIGS_FILE])
     assert table["device"].value_counts().to_dict() == {"test/host": len(configs), "test/other": 3}
-    assert set(json.loads(shipped[hosts.META].read_text())["devices"]) == {"test/host", "test/other"}
+    assert set(json.loads(shipped[hosts.META_FILE].read_text())["devices"]) == {"test/host", "test/other"}
     carb = space.get("carb-resnet")
     row = carb.config_rows(carb.sample(1, seed=9))[0] | {"id": "zoo", "model": "pytorchcv:resnet18"}
     with Store(made["db"]) as store:

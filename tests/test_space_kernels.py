@@ -10,7 +10,7 @@ import torch
 from infercast.features import FEATURE_NAMES, featurize
 from infercast.graph import capture
 from infercast.space import SpaceError, get
-from infercast.space.kernel_networks import ACTIVATIONS, OPS, canonical, kernel_shapes, sample_around
+from infercast.space.kernel_networks import ACTIVATIONS, KERNEL_OPS, canonical, kernel_shapes, sample_around
 from infercast.space.nets.kernel_networks import ACTIVATIONS as ACTIVATION_MODULES
 
 RESTRICTED = """
@@ -41,7 +41,7 @@ def test_sampled_kernels_follow_real_shapes_inside_the_declared_ranges(tmp_path)
     # the harvested mix: mostly convolutions, every harvested op represented in a large sample
     assert sample["op"].value_counts().idxmax() == "conv"
     assert set(sample["op"]) >= {"conv", "dwconv", "add", "concat", "se"}
-    assert set(kernel_shapes()["op"]) <= set(OPS)
+    assert set(kernel_shapes()["op"]) <= set(KERNEL_OPS)
     again = space.sample(600, seed=1)
     pd.testing.assert_frame_equal(sample, again)  # a campaign's sample is reproducible (resume)
 
@@ -92,7 +92,7 @@ def test_every_op_runs_as_one_kernel() -> None:
         "split": "op=split&side=7&cin=16&cout=16&groups=2&kernel=1&act=none",
         "upsample": "op=upsample&side=7&cin=16&cout=16&kernel=1&stride=2&act=none",
     }
-    assert set(configs) == set(OPS)
+    assert set(configs) == set(KERNEL_OPS)
     assert tuple(ACTIVATION_MODULES) == ACTIVATIONS  # the space's choices, each with its module
     for op, query in configs.items():
         config = space.parse(query)

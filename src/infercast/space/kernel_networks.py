@@ -16,7 +16,7 @@ conv to ``cout`` channels + ReLU, 1×1 conv back + ``act`` gate, multiply), ``ad
 
 Sampling draws shapes from those real CNNs execute (``data/kernel_shapes.parquet``: op and shape
 of every kernel of a set of torchvision networks, shapes only, no timing; rebuilt by
-``python -m infercast.api.kernel_shapes``), each drawn shape moved to a random neighbour (channel
+``python tools/kernel_shapes.py``), each drawn shape moved to a random neighbour (channel
 counts keep their granularity: a multiple of 8 stays one) so a campaign covers the space around
 them, not only the exact points.
 ``features`` captures each network on the meta device (milliseconds: one op).
@@ -37,7 +37,7 @@ from infercast.space.base import Param, Space, SpaceError
 if TYPE_CHECKING:
     from torch import nn
 
-OPS = (
+KERNEL_OPS = (
     "conv",
     "dwconv",
     "gconv",
@@ -91,7 +91,7 @@ def canonical(config: dict[str, Any]) -> dict[str, Any]:
 def check_kernel(config: dict[str, Any]) -> None:
     """The cross-parameter rules of a ``kernels`` config (``Kernels.check``)."""
     op = config.get("op")
-    if op not in OPS:
+    if op not in KERNEL_OPS:
         return
     want = canonical(config)
     for key in ("side", "cout", "kernel", "stride", "groups", "act"):
@@ -114,7 +114,7 @@ class Kernels(Space):
         "one executed kernel per network (conv, pools, SE, adds, concats, shuffles…) at real CNN shapes"
     )
     params = (
-        Param("op", OPS, "the op (and what a backend fuses into it)"),
+        Param("op", KERNEL_OPS, "the op (and what a backend fuses into it)"),
         Param.grid("side", 1, MAX_SIDE, 1, "input height = width (1 for linear)", default=56),
         Param.grid("cin", 1, MAX_CHANNELS, 1, "input channels (concat: the first input's)", default=64),
         Param.grid(
@@ -283,5 +283,5 @@ def _valid(frame: pd.DataFrame) -> np.ndarray:
 def kernel_shapes() -> pd.DataFrame:
     """The harvested kernel shapes (``SHAPE_COLUMNS`` and ``model``)."""
     if not SHAPES_TABLE.is_file():
-        raise SpaceError(f"{SHAPES_TABLE} is missing: rebuild it with python -m infercast.api.kernel_shapes")
+        raise SpaceError(f"{SHAPES_TABLE} is missing: rebuild it with python tools/kernel_shapes.py")
     return pd.read_parquet(SHAPES_TABLE)

@@ -22,7 +22,7 @@ from infercast.space.vector import Accumulator, Block, as_columns, scale_rows
 if TYPE_CHECKING:
     from torch import nn
 
-OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+EDGE_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))  # (to node, from node), in string order
 STAGE_CHANNELS = (16, 32, 64)
 CELLS_PER_STAGE = 5
@@ -51,15 +51,15 @@ def parse_cell(text: str) -> tuple[str, ...]:
             )
         for source, edge in enumerate(edges):
             op, _, origin = edge.partition("~")
-            if op not in OPS or origin != str(source):
+            if op not in EDGE_OPS or origin != str(source):
                 raise SpaceError(
-                    f"cell={text!r}: edge {edge!r} should be OP~{source} with OP in {', '.join(OPS)}"
+                    f"cell={text!r}: edge {edge!r} should be OP~{source} with OP in {', '.join(EDGE_OPS)}"
                 )
             ops.append(op)
     return tuple(ops)
 
 
-ALL_CELLS = tuple(cell_string(ops) for ops in itertools.product(OPS, repeat=len(EDGES)))
+ALL_CELLS = tuple(cell_string(ops) for ops in itertools.product(EDGE_OPS, repeat=len(EDGES)))
 
 
 class NB201(Space):
@@ -136,9 +136,9 @@ class _UnitFeatures:
     def __call__(self, cells: np.ndarray) -> np.ndarray:
         missing = cells[~self.known[cells]]
         if len(missing) or self.rows is None:
-            ops = np.array([[OPS.index(op) for op in parse_cell(ALL_CELLS[i])] for i in missing]).reshape(
-                -1, 6
-            )
+            ops = np.array(
+                [[EDGE_OPS.index(op) for op in parse_cell(ALL_CELLS[i])] for i in missing]
+            ).reshape(-1, 6)
             unit = _featurize(ops)
             if self.rows is None:
                 self.rows = np.empty((len(ALL_CELLS), unit.shape[1]))
@@ -237,7 +237,7 @@ def _cell(acc: Accumulator, op_index: np.ndarray, channels: np.ndarray, size: fl
 def _edge(block: Block, source: int, op: np.ndarray, channels: np.ndarray, x: np.ndarray) -> list[int]:
     """The edge's output under each op (only the present one is allocated in a given row)."""
     upstream = block.present[source]  # the source is itself one alternative of the node before
-    is_op = {name: (op == OPS.index(name)) * upstream for name in OPS}
+    is_op = {name: (op == EDGE_OPS.index(name)) * upstream for name in EDGE_OPS}
     outputs = [block.op("mul", [source], x, x, is_op["none"])]
     outputs.append(block.op(None, [source], x, present=is_op["skip_connect"], alias=True))
     for name, kernel in (("nor_conv_1x1", 1), ("nor_conv_3x3", 3)):

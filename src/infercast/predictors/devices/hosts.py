@@ -9,7 +9,7 @@ torchvision) measured on that host is among them: those are the card's test set.
 ``data/ort_cpu_ops.parquet``: their op rows and the kernel networks';
 ``data/ort_cpu_kernel_networks.parquet``: each kernel network's latency and device features;
 ``data/ort_cpu.json``:
-the host, runtime, settings and campaigns) is built by ``python -m infercast.api.device_tables
+the host, runtime, settings and campaigns) is built by ``python tools/device_tables.py
 --host-db DB …``.
 
 The predictor is three routes: the cascade blend on graph features and the op-wise route
@@ -53,10 +53,10 @@ from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
 if TYPE_CHECKING:
     from infercast.predictors.blend import CascadeBlend
 
-CONFIGS = "ort_cpu_configs.parquet"
-OPS = "ort_cpu_ops.parquet"
-KERNEL_NETWORKS = "ort_cpu_kernel_networks.parquet"
-META = "ort_cpu.json"
+CONFIGS_FILE = "ort_cpu_configs.parquet"
+OPS_FILE = "ort_cpu_ops.parquet"
+KERNEL_NETWORKS_FILE = "ort_cpu_kernel_networks.parquet"
+META_FILE = "ort_cpu.json"
 ROUTE = MEAN_ROUTE
 # a host learned from 128–224² inputs: no one input side marks a network as unlike its training
 INPUT_SIDE = None
@@ -72,7 +72,7 @@ BLEND = {"n_estimators": 200, "forest_estimators": 100}
 @cache
 def hosts() -> dict[str, dict[str, Any]]:
     """Per shipped host device: host, runtime, settings, campaigns (``data/ort_cpu.json``)."""
-    path = data_file(META)
+    path = data_file(META_FILE)
     return json.loads(path.read_text())["devices"] if path.is_file() else {}
 
 
@@ -110,9 +110,9 @@ def training_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     """The shipped training data of ``name``: predictor features of its design-space configs, their
     ``model`` (config id), ``space``, ``latency_ms`` and device features, their op rows, and the
     kernel networks'."""
-    configs = _table(CONFIGS)
+    configs = _table(CONFIGS_FILE)
     configs = configs[configs["device"] == name].drop(columns="device").reset_index(drop=True)
-    ops = _table(OPS)
+    ops = _table(OPS_FILE)
     ops = ops[ops["device"] == name].drop(columns="device")
     kernel = ops["kernel_campaign"].to_numpy(dtype=bool)
     described = ["model", "space", "latency_ms", *DEVICE_FEATURES]
@@ -127,9 +127,9 @@ def training_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
 def kernel_networks(name: str) -> pd.DataFrame:
     """The one-kernel networks of ``name``'s kernel campaigns: ``model``, ``latency_ms`` and device
     features (none for a host shipped without them)."""
-    if not data_file(KERNEL_NETWORKS).is_file():
+    if not data_file(KERNEL_NETWORKS_FILE).is_file():
         return pd.DataFrame(columns=["model", "latency_ms", *DEVICE_FEATURES])
-    table = _table(KERNEL_NETWORKS)
+    table = _table(KERNEL_NETWORKS_FILE)
     return table[table["device"] == name].drop(columns="device").reset_index(drop=True)
 
 
@@ -173,7 +173,7 @@ def ship(name: str) -> Path:
 
 def train_routes(name: str) -> Routes:
     """The blend and op-wise routes of ``name`` trained on its shipped tables (deterministic: the
-    shipped ones are this, ``python -m infercast.api.device_tables --host-db …`` writes them)."""
+    shipped ones are this, ``python tools/device_tables.py --host-db …`` writes them)."""
     from infercast.predictors.blend import CascadeBlend
 
     x, e2e, ops, kernel_ops = training_tables(name)

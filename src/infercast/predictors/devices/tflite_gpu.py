@@ -221,7 +221,7 @@ def fit_opwise(phone: str, e2e: pd.Series, families: pd.Series, seed: int = 0) -
 
 def ship(name: str, e2e: pd.Series, families: pd.Series) -> Path:
     """Train the op-wise route of ``<phone>/gpu`` on all its networks and ship it zipped
-    (``python -m infercast.api.device_tables --usc …`` does, for every phone): training it on
+    (``python tools/device_tables.py --usc …`` does, for every phone): training it on
     first use took 5–7 s of a first prediction's 10–15 s."""
     model = fit_opwise(name.split("/")[0], e2e, families)
     return ship_trained(

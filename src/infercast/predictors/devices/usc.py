@@ -3,7 +3,7 @@ delegate), learned from 102 real pytorchcv networks measured end to end.
 
 Data: qed-usc/mobile-ml-benchmark (MIT licence), Z. Li, M. Paolieri, L. Golubchik, "A Benchmark
 for ML Inference Latency on Mobile Devices", EdgeSys '24. What ships (``data/usc_networks.parquet``,
-built by ``python -m infercast.api.device_tables``) is derived: infercast's device features of
+built by ``python tools/device_tables.py``) is derived: infercast's device features of
 each network, captured here with ``pretrained=False`` at 224×224, its architecture family, and
 the mean latency of each setting in milliseconds. The predictor of a setting is fitted on first
 use (milliseconds: non-negative least squares on 102 rows) and kept in the user cache.

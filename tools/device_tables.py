@@ -1,8 +1,8 @@
 """Build the device tables shipped in ``infercast/predictors/devices/data`` from the public data.
 
-    python -m infercast.api.device_tables --usc ../shared/data/usc-mobile \\
+    python tools/device_tables.py --usc ../shared/data/usc-mobile \\
         --nb201 ../shared/data/nb201-latency/nb201_latency.csv
-    python -m infercast.api.device_tables --host-db runs.db --host-name epyc-2core/ort-cpu \\
+    python tools/device_tables.py --host-db runs.db --host-name epyc-2core/ort-cpu \\
         --host-campaign resnets224 --host-campaign mobile224 --host-kernels kernels-v4 \\
         --host-kernels kernels-grouped
 
@@ -16,7 +16,7 @@ the named design-space campaigns' configs (predictor features, device features o
 graphs, latency, op rows) and the named kernel campaigns' op rows — never a zoo network's
 measurement — and its blend and op-wise routes trained on them. No raw file is copied; the tables
 are derived and carry the sources' attribution (``data/ATTRIBUTION.md``). A workflow over
-``models``, ``space`` and ``predict``: the predict stage itself only reads the tables.
+``models``, ``space`` and ``predictors``, outside the package: the predictors only read the tables.
 """
 
 from __future__ import annotations
@@ -173,12 +173,16 @@ def write_host(
 ) -> None:
     """Put one host's rows into the shipped tables, replacing its earlier rows."""
     tables = []
-    shipped = ((hosts.CONFIGS, configs), (hosts.OPS, ops), (hosts.KERNEL_NETWORKS, kernel_networks))
+    shipped = (
+        (hosts.CONFIGS_FILE, configs),
+        (hosts.OPS_FILE, ops),
+        (hosts.KERNEL_NETWORKS_FILE, kernel_networks),
+    )
     for file, rows in shipped:
         path = data_file(file)
         kept = pd.read_parquet(path) if path.is_file() else rows.head(0).assign(device="")
         tables.append((path, pd.concat([kept[kept["device"] != name], rows.assign(device=name)])))
-    meta = data_file(hosts.META)
+    meta = data_file(hosts.META_FILE)
     devices = json.loads(meta.read_text())["devices"] if meta.is_file() else {}
     for path, table in tables:
         table.reset_index(drop=True).to_parquet(path, index=False)

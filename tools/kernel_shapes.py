@@ -2,7 +2,7 @@
 torchvision networks executes at 1×3×224×224 (``pretrained=False``; shapes only, no timing), in
 the ``kernels`` space's terms — the distribution a kernel campaign draws from.
 
-    python -m infercast.api.kernel_shapes
+    python tools/kernel_shapes.py
 
 None of these networks is in the real-network test set (pytorchcv, benchmarks/real_networks.txt).
 """
