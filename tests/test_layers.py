@@ -239,3 +239,49 @@ def test_allowed_arrows_pass(tmp_path, clean) -> None:
         },
     )
     assert layer_problems(root) == []
+
+
+MODULE_LINES, FUNCTION_LINES = 400, 80
+# the one line a file gives to say why a function (on the line above its ``def`` or decorators)
+# or the whole module (anywhere) is allowed to be longer
+LONG = "# long: "
+
+
+def size_problems(root: Path, package: str = "infercast") -> list[str]:
+    """Modules over ``MODULE_LINES`` lines and functions over ``FUNCTION_LINES``, unless the file
+    says why (``LONG``)."""
+    problems = []
+    for path in sorted((root / package).rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        name = path.relative_to(root)
+        if len(lines) > MODULE_LINES and not any(line.startswith(LONG) for line in lines):
+            problems.append(f"{name}: {len(lines)} lines (at most {MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            excused = first >= 2 and lines[first - 2].strip().startswith(LONG)
+            if length > FUNCTION_LINES and not excused:
+                problems.append(
+                    f"{name}:{node.lineno} {node.name}: {length} lines (at most {FUNCTION_LINES})"
+                )
+    return problems
+
+
+def test_no_module_or_function_is_longer_than_the_limit_without_saying_why() -> None:
+    assert size_problems(SRC) == []
+
+
+def test_a_long_function_is_found_unless_the_line_above_says_why(tmp_path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES))
+    plain = f"def long():\n{body}"
+    excused = f"# long: a table of constants\ndef long():\n{body}"
+    root = _plant(tmp_path, {"infercast/__init__.py": "", "infercast/a.py": plain, "infercast/b.py": excused})
+    assert size_problems(root) == [
+        f"infercast/a.py:1 long: {FUNCTION_LINES + 1} lines (at most {FUNCTION_LINES})"
+    ]
+    many = "".join(f"x{i} = {i}\n" for i in range(MODULE_LINES + 1))
+    root = _plant(tmp_path / "m", {"infercast/__init__.py": "", "infercast/c.py": many})
+    assert size_problems(root) == [f"infercast/c.py: {MODULE_LINES + 1} lines (at most {MODULE_LINES})"]

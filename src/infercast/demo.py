@@ -83,195 +83,206 @@ def run_demo(
     fast: bool = False,
     kernels: int = 120,
 ) -> dict[str, Any]:
-    """Run every stage; ``progress(step, figures)`` hears each step's one-line result as it ends.
+    """Run every step; ``progress(step, figures)`` hears each step's one-line result as it ends.
     ``minutes`` bounds the profiling (45 % of it for the design space, a fifth for the
     ``kernels``-network kernel campaign); ``fast`` shortens the measurement protocol and the
     learners for a quick check (the CI test)."""
-    from infercast import screen
-    from infercast.api import predict_models, train
-    from infercast.measurement import (
-        CampaignSpec,
-        Protocol,
-        backends,
-        measure_model_strings,
-        platform_of,
-        run_campaign,
-    )
-    from infercast.predictors import CascadeBlend
-    from infercast.report import build_report
-    from infercast.store import Store
-    from infercast.units import bytes_to_mb
-
     _check_request(folder, minutes, configs, zoo, candidates, shortlist, kernels)
-    tell = progress or (lambda step, figures: None)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    space_file = folder / "space.yaml"
-    space_file.write_text(DEMO_SPACE)
-    kernel_file = folder / "kernels.yaml"
-    kernel_file.write_text(DEMO_KERNELS)
-    db = folder / "runs.db"
-    backend = backends.get("ort-cpu", threads=1, opt_level="all")
-    protocol = (
-        Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, cap_s=0.6, group=4)
-        if fast
-        else Protocol(warmup_s=0.2, round_s=0.1, min_rounds=4, cap_s=2.0, group=4)
-    )
-    results: dict[str, Any] = {"folder": str(folder), "db": str(db)}
-
-    # 1. profile a stratified sample, in slices, until the count or the time budget is reached
-    started = time.perf_counter()
-    budget_s = minutes * 60 * DESIGN_SHARE
-    rows, _ = CampaignSpec(str(space_file), n=configs, stratified=True).rows()
-    with Store(db) as store:
-        store.add_platform(platform_of(backend))
-        done = store.done(platform_of(backend).id, "demo")
-
-    def profiled(event: str, state: dict[str, Any]) -> None:
-        if event in ("done", "failed"):
-            tell("profile-progress", {"measured": len(done) + state["done"], "target": len(rows)})
-
-    summary = run_campaign(
-        rows,
-        db,
-        backend,
-        "demo",
-        protocol,
-        op_runs=3,
-        progress=profiled,
-        deadline=time.monotonic() + budget_s,
-        at_least=MIN_CONFIGS,  # training needs them: a slow host runs past its budget for them
-    )
-    results["profile"] = {
-        "measured_now": summary["done"],
-        "failed": summary["failed"],
-        "in_store": len(done) + summary["done"],
-        "left_for_a_rerun": summary["left"],
-        "seconds": time.perf_counter() - started,
-    }
-    tell("profile", results["profile"])
-
-    # 1b. the kernel campaign, within its share of the minutes
+    demo = _Demo(Path(folder), minutes, fast, progress or (lambda step, figures: None))
     campaigns = ["demo"]
-    if kernels:
-        started = time.perf_counter()
-        kernel_rows, _ = CampaignSpec(str(kernel_file), n=kernels, stratified=False).rows()
-        with Store(db) as store:
-            before = len(store.done(platform_of(backend).id, "demo-kernels"))
+    demo.profile(configs)
+    if kernels and demo.kernels(kernels):
+        campaigns.append("demo-kernels")
+    demo.train(campaigns)
+    demo.networks(zoo)
+    result, pool = demo.screen(candidates, shortlist)
+    if not result.shortlist.empty:
+        demo.validate(result, pool)
+    demo.report()
+    return demo.results
 
-        def kernel_progress(event: str, state: dict[str, Any]) -> None:
-            if event in ("done", "failed"):
-                measured = before + state["done"]
-                tell("kernels-progress", {"measured": measured, "target": len(kernel_rows)})
 
-        kernel_summary = run_campaign(
-            kernel_rows,
-            db,
-            backend,
-            "demo-kernels",
-            protocol,
-            op_runs=3,
-            progress=kernel_progress,
-            deadline=time.monotonic() + minutes * 60 * KERNEL_SHARE,
-            at_least=min(kernels, MIN_KERNELS),
+class _Demo:
+    """The demo's folder, store, backend and protocol, and what each step found (``results``)."""
+
+    def __init__(self, folder: Path, minutes: float, fast: bool, tell: Progress) -> None:
+        from infercast.measurement import Protocol, backends
+
+        self.folder, self.minutes, self.fast, self.tell = folder, minutes, fast, tell
+        folder.mkdir(parents=True, exist_ok=True)
+        self.space_file = folder / "space.yaml"
+        self.space_file.write_text(DEMO_SPACE)
+        self.kernel_file = folder / "kernels.yaml"
+        self.kernel_file.write_text(DEMO_KERNELS)
+        self.db = folder / "runs.db"
+        self.predictor = folder / "predictor"
+        self.backend = backends.get("ort-cpu", threads=1, opt_level="all")
+        self.protocol = (
+            Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, cap_s=0.6, group=4)
+            if fast
+            else Protocol(warmup_s=0.2, round_s=0.1, min_rounds=4, cap_s=2.0, group=4)
         )
-        results["kernels"] = {
-            "measured_now": kernel_summary["done"],
-            "failed": kernel_summary["failed"],
-            "in_store": before + kernel_summary["done"],
-            "left_for_a_rerun": kernel_summary["left"],
+        self.results: dict[str, Any] = {"folder": str(folder), "db": str(self.db)}
+
+    def _campaign(
+        self, space: Path, n: int, stratified: bool, name: str, share: float, at_least: int
+    ) -> dict[str, Any]:
+        """Measure a sample of ``space`` into the campaign ``name`` within ``share`` of the
+        minutes (past it for the first ``at_least``), reporting progress as ``<step>-progress``."""
+        from infercast.measurement import CampaignSpec, platform_of, run_campaign
+        from infercast.store import Store
+
+        started = time.perf_counter()
+        rows, _ = CampaignSpec(str(space), n=n, stratified=stratified).rows()
+        with Store(self.db) as store:
+            store.add_platform(platform_of(self.backend))
+            before = len(store.done(platform_of(self.backend).id, name))
+        step = "profile" if name == "demo" else "kernels"
+
+        def measured(event: str, state: dict[str, Any]) -> None:
+            if event in ("done", "failed"):
+                self.tell(f"{step}-progress", {"measured": before + state["done"], "target": len(rows)})
+
+        summary = run_campaign(
+            rows,
+            self.db,
+            self.backend,
+            name,
+            self.protocol,
+            op_runs=3,
+            progress=measured,
+            deadline=time.monotonic() + self.minutes * 60 * share,
+            at_least=at_least,
+        )
+        self.results[step] = {
+            "measured_now": summary["done"],
+            "failed": summary["failed"],
+            "in_store": before + summary["done"],
+            "left_for_a_rerun": summary["left"],
             "seconds": time.perf_counter() - started,
         }
-        tell("kernels", results["kernels"])
-        if results["kernels"]["in_store"]:
-            campaigns.append("demo-kernels")
+        self.tell(step, self.results[step])
+        return self.results[step]
 
-    # 2–3. train both predictors, score the held-out configs
-    started = time.perf_counter()
-    predictor = folder / "predictor"
-    blend = CascadeBlend(n_estimators=150 if fast else 400, forest_estimators=60 if fast else 200, n_folds=4)
-    trained = train(db, predictor, campaigns=campaigns, blend=blend)
-    results["train"] = {
-        **{k: trained[k] for k in ("n_train", "n_test", "unavailable")},
-        "kernel_campaign": trained.get("kernel_campaign"),
-        "routes": trained.get("routes"),
-        "seconds": time.perf_counter() - started,
-    }
-    tell("train", results["train"])
-    results["evaluate"] = {
-        "test_metrics": trained["test_metrics"],
-        "opwise": trained.get("opwise_test_metrics", {}),
-    }
-    tell("evaluate", results["evaluate"])
+    def profile(self, configs: int) -> None:
+        """1. A stratified sample of the design space, until the count or the time budget is reached
+        (training needs ``MIN_CONFIGS``: a slow host runs past its budget for them)."""
+        self._campaign(self.space_file, configs, True, "demo", DESIGN_SHARE, MIN_CONFIGS)
 
-    # 4. predict, then measure, real networks never seen in training
-    started = time.perf_counter()
-    chosen = list(ZOO[:zoo])
-    predicted = predict_models(predictor, chosen, "x".join(map(str, ZOO_SHAPE)))
-    measured = measure_model_strings(
-        chosen, backend, protocol, db=db, campaign="demo-zoo", input_shape=ZOO_SHAPE
-    )
-    networks = []
-    for p, m in zip(predicted, measured, strict=True):
-        networks.append(
-            {
-                "model": p["model"],
-                "route": p.get("route"),
-                "predicted_ms": p["latency_ms"],
-                "interval": p["latency_ms_interval"],
-                "routes_ms": {r["route"]: r["latency_ms"] for r in p["routes"]},
-                # what the predictor learned: low_ms at the host's usual speed
-                "measured_ms": m.get("steady_ms", m.get("low_ms")),
-                "predicted_memory_mb": p["peak_memory_mb"],
-                "measured_memory_mb": bytes_to_mb(m.get("peak_memory_bytes")) or None,
-                "ood": p["ood"],
-                "ood_reason": p["ood_reason"],
-                "failure": m.get("reason"),
-            }
+    def kernels(self, kernels: int) -> bool:
+        """1b. The kernel campaign, within its share of the minutes; whether it stored any."""
+        figures = self._campaign(
+            self.kernel_file, kernels, False, "demo-kernels", KERNEL_SHARE, min(kernels, MIN_KERNELS)
         )
-    results["networks"] = networks
-    results["network_errors"] = _network_errors(networks)
-    tell(
-        "networks",
-        {"networks": networks, "errors": results["network_errors"], "seconds": time.perf_counter() - started},
-    )
+        return bool(figures["in_store"])
 
-    # 5. screen a million candidates against a budget set from what was measured
-    started = time.perf_counter()
-    with Store(db) as store:
-        frame = store.measurements()
-    demo_rows = frame[frame["campaign"] == "demo"]
-    budget = screen.Budgets(
-        max_latency_ms=float(demo_rows["low_ms"].quantile(0.25)),
-        max_memory_mb=float(bytes_to_mb(demo_rows["peak_memory_bytes"]).quantile(0.5)),
-    )
-    model = CascadeBlend.load(predictor)
-    pool = screen.from_space(str(space_file), candidates, seed=1)
-    result = screen.screen(model, pool, budget, ["latency", "memory", "params"], shortlist)
-    results["screen"] = {
-        "candidates": candidates,
-        "budgets": budget.active(),
-        "stage1": result.stage1,
-        "stage2": result.stage2,
-        "shortlist": [r["model"] for r in result.to_dict()["shortlist"]],
-        "message": result.message,
-        "seconds": time.perf_counter() - started,
-    }
-    tell("screen", results["screen"])
+    def train(self, campaigns: list[str]) -> None:
+        """2–3. Train the predictors and score the held-out configs."""
+        from infercast.api import train
+        from infercast.predictors import CascadeBlend
 
-    # 6. validate the shortlist on this CPU
-    if not result.shortlist.empty:
         started = time.perf_counter()
-        validation = screen.validate(result, model, pool, db, protocol, probe_rejected=2)
-        results["validate"] = {**validation, "seconds": time.perf_counter() - started}
-        tell("validate", results["validate"])
+        blend = CascadeBlend(
+            n_estimators=150 if self.fast else 400, forest_estimators=60 if self.fast else 200, n_folds=4
+        )
+        trained = train(self.db, self.predictor, campaigns=campaigns, blend=blend)
+        self.results["train"] = {
+            **{k: trained[k] for k in ("n_train", "n_test", "unavailable")},
+            "kernel_campaign": trained.get("kernel_campaign"),
+            "routes": trained.get("routes"),
+            "seconds": time.perf_counter() - started,
+        }
+        self.tell("train", self.results["train"])
+        self.results["evaluate"] = {
+            "test_metrics": trained["test_metrics"],
+            "opwise": trained.get("opwise_test_metrics", {}),
+        }
+        self.tell("evaluate", self.results["evaluate"])
 
-    # 7. the report
-    started = time.perf_counter()
-    html = build_report(db, folder / "report.html", predictor)
-    results["report"] = {"path": str(html), "seconds": time.perf_counter() - started}
-    tell("report", results["report"])
-    return results
+    def networks(self, zoo: int) -> None:
+        """4. Predict, then measure, real networks never seen in training."""
+        from infercast.api import predict_models
+        from infercast.measurement import measure_model_strings
+
+        started = time.perf_counter()
+        chosen = list(ZOO[:zoo])
+        predicted = predict_models(self.predictor, chosen, "x".join(map(str, ZOO_SHAPE)))
+        measured = measure_model_strings(
+            chosen, self.backend, self.protocol, db=self.db, campaign="demo-zoo", input_shape=ZOO_SHAPE
+        )
+        networks = [_network(p, m) for p, m in zip(predicted, measured, strict=True)]
+        self.results["networks"] = networks
+        self.results["network_errors"] = _network_errors(networks)
+        figures = {"networks": networks, "errors": self.results["network_errors"]}
+        self.tell("networks", {**figures, "seconds": time.perf_counter() - started})
+
+    def screen(self, candidates: int, shortlist: int) -> tuple[Any, Any]:
+        """5. Screen candidates against a budget set from what was measured."""
+        from infercast import screen
+        from infercast.predictors import CascadeBlend
+        from infercast.store import Store
+        from infercast.units import bytes_to_mb
+
+        started = time.perf_counter()
+        with Store(self.db) as store:
+            frame = store.measurements()
+        demo_rows = frame[frame["campaign"] == "demo"]
+        budget = screen.Budgets(
+            max_latency_ms=float(demo_rows["low_ms"].quantile(0.25)),
+            max_memory_mb=float(bytes_to_mb(demo_rows["peak_memory_bytes"]).quantile(0.5)),
+        )
+        self.model = CascadeBlend.load(self.predictor)
+        pool = screen.from_space(str(self.space_file), candidates, seed=1)
+        result = screen.screen(self.model, pool, budget, ["latency", "memory", "params"], shortlist)
+        self.results["screen"] = {
+            "candidates": candidates,
+            "budgets": budget.active(),
+            "stage1": result.stage1,
+            "stage2": result.stage2,
+            "shortlist": [r["model"] for r in result.to_dict()["shortlist"]],
+            "message": result.message,
+            "seconds": time.perf_counter() - started,
+        }
+        self.tell("screen", self.results["screen"])
+        return result, pool
+
+    def validate(self, result: Any, pool: Any) -> None:
+        """6. Measure the shortlist on this CPU."""
+        from infercast import screen
+
+        started = time.perf_counter()
+        validation = screen.validate(result, self.model, pool, self.db, self.protocol, probe_rejected=2)
+        self.results["validate"] = {**validation, "seconds": time.perf_counter() - started}
+        self.tell("validate", self.results["validate"])
+
+    def report(self) -> None:
+        """7. The report."""
+        from infercast.report import build_report
+
+        started = time.perf_counter()
+        html = build_report(self.db, self.folder / "report.html", self.predictor)
+        self.results["report"] = {"path": str(html), "seconds": time.perf_counter() - started}
+        self.tell("report", self.results["report"])
+
+
+def _network(predicted: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+    """One real network's prediction beside its measurement."""
+    from infercast.units import bytes_to_mb
+
+    return {
+        "model": predicted["model"],
+        "route": predicted.get("route"),
+        "predicted_ms": predicted["latency_ms"],
+        "interval": predicted["latency_ms_interval"],
+        "routes_ms": {r["route"]: r["latency_ms"] for r in predicted["routes"]},
+        # what the predictor learned: low_ms at the host's usual speed
+        "measured_ms": measured.get("steady_ms", measured.get("low_ms")),
+        "predicted_memory_mb": predicted["peak_memory_mb"],
+        "measured_memory_mb": bytes_to_mb(measured.get("peak_memory_bytes")) or None,
+        "ood": predicted["ood"],
+        "ood_reason": predicted["ood_reason"],
+        "failure": measured.get("reason"),
+    }
 
 
 def _network_errors(networks: list[dict[str, Any]]) -> dict[str, Any]:

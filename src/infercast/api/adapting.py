@@ -106,14 +106,11 @@ def adapt_device(
 ) -> dict[str, Any]:
     """Few-shot adaptation from the shipped devices: ``k`` of the platform's measured networks
     (``db import`` or a campaign) choose the nearest shipped device — among the hosts of the
-    platform's runtime when there are any (``devices.recalibrated.same_runtime``) — and recalibrate it
-    (``DeviceAdapted``); scored on the platform's other measurements next to that device
+    platform's runtime when there are any (``devices.recalibrated.same_runtime``) — and
+    recalibrate it (``DeviceAdapted``); scored on the platform's other measurements next to that device
     unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
 
-    from infercast.models.guarded import capture_model
-    from infercast.predictors.devices.features import device_feature_frame
     from infercast.predictors.devices.recalibrated import DeviceAdapted, same_runtime, shipped_sources
-    from infercast.predictors.metrics import regression_metrics
 
     _check_selection(selection, k)
     check_output_dir(out)
@@ -124,12 +121,7 @@ def adapt_device(
         raise PredictorError(
             f"{db} holds {len(data.x)} measured networks on platform {chosen['id']}; --k {k} needs that many"
         )
-    shapes = [
-        tuple(int(d) for d in (data.x.loc[i, ["batch", "in_channels", "in_h", "in_w"]])) for i in data.x.index
-    ]
-    graphs = [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
-    x = device_feature_frame(graphs)
-    y = data.y["latency_ms"].to_numpy(dtype=np.float64)
+    x, y = _device_features(data), data.y["latency_ms"].to_numpy(dtype=np.float64)
     hosts = same_runtime(chosen["backend"])
     sources = shipped_sources(hosts or None)
     logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}
@@ -140,18 +132,7 @@ def adapt_device(
         picked = select_configs([], x, k, "spread", seed, source_log=matrix)
     model = DeviceAdapted(sources).fit(x.iloc[picked], y[picked], {n: v[picked] for n, v in logs.items()})
     rest = np.setdiff1d(np.arange(len(x)), picked)
-    scores: dict[str, Any] = {}
-    if len(rest):
-        predicted = model.predict(x.iloc[rest])
-        scores = regression_metrics(
-            y[rest],
-            predicted["latency_ms"].to_numpy(),
-            predicted["latency_ms_low"].to_numpy(),
-            predicted["latency_ms_high"].to_numpy(),
-        )
-        scores["baselines"] = {
-            f"{model.source_} unadapted": regression_metrics(y[rest], np.exp(logs[model.source_][rest, 0]))
-        }
+    scores = model.evaluate(x.iloc[rest], y[rest]) if len(rest) else {}
     metadata = {
         "platform": PlatformInfo.from_row(chosen).to_meta(),
         "training": {
@@ -176,6 +157,18 @@ def adapt_device(
         "test_metrics": {"latency": scores} if scores else {},
         "fit": model.describe(),
     }
+
+
+def _device_features(data: Any) -> Any:
+    """The device features of every measured network, captured at the input it was measured at."""
+    from infercast.models.guarded import capture_model
+    from infercast.predictors.devices.features import device_feature_frame
+
+    shape_columns = ["batch", "in_channels", "in_h", "in_w"]
+    shapes = [tuple(int(d) for d in data.x.loc[i, shape_columns]) for i in data.x.index]
+    return device_feature_frame(
+        [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
+    )
 
 
 def _check_selection(selection: str, k: int) -> None:

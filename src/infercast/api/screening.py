@@ -88,57 +88,22 @@ def screen(
     ``carb-resnet`` at batch 1 in fp32 (latency only, ``screen.device``).
     Returns the result as plain data (``ScreenResult.to_dict``)."""
     from infercast import screen as screening
-    from infercast.predictors import CascadeBlend
 
-    tell = status or (lambda message: None)
+    _check_request(space, configs, models, ray_address, predictor, device, validate)
     if out is not None:
         check_output_file(out, (".parquet", ".csv"))
-    sources = (configs is not None) + bool(models) + (space is not None and configs is None)
-    if sources != 1:
-        raise ValueError("give exactly one of --space, --space with --configs, or --model")
-    if configs is not None and space is None:
-        raise ValueError("--configs needs --space: the design space its columns belong to")
-    if ray_address is not None and (models or configs is not None):
-        raise ValueError("--ray screens a sample of --space (not --configs or --model)")
     chosen_budgets = screening.Budgets.of(budgets)
     if not chosen_budgets.active():
         raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
-    chosen = [o.strip() for o in objectives.split(",")] if isinstance(objectives, str) else list(objectives)
-    chosen = [o for o in chosen if o]
-    if (predictor is None) == (device is None):
-        raise ValueError("give --predictor DIR or --device NAME (a shipped device)")
-    fixed: dict[str, list[Any]] = {}
-    featurize = None
-    if device is not None:
-        if validate or ray_address is not None or models or configs is not None:
-            raise ValueError(
-                f"--device {device}: screens a sample of --space here; --validate would measure on "
-                "this machine, not on the device"
-            )
-        model_a, fixed, featurize = _device_predictor(device, space)
-    else:
-        model_a = CascadeBlend.load(predictor)
-    model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
-    options = {
-        "shortlist": shortlist,
-        "risk": risk,
-        "predictor_b": model_b,
-        "weights": weights,
-        "platform": platform,
-        "progress": progress,
-    }
+    listed = objectives.split(",") if isinstance(objectives, str) else list(objectives)
+    chosen = [o.strip() for o in listed if o.strip()]
+    model_a, model_b, fixed, featurize = _models(predictor, predictor_b, device, space)
+    options = {"shortlist": shortlist, "risk": risk, "predictor_b": model_b, "weights": weights}
+    options.update(platform=platform, progress=progress)
     if ray_address is not None:
-        try:
-            from infercast.distributed import screen_on_ray
-        except ImportError:
-            raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
-        from infercast.space import get as get_space
-
-        result = screen_on_ray(
-            predictor, space or "", n, chosen_budgets, chosen, ray_address, seed, shards, **options
+        result, candidates = _screen_on_ray(
+            predictor, space, n, chosen_budgets, chosen, ray_address, seed, shards, options
         )
-        # validation builds the shortlisted configs from the space
-        candidates = screening.Candidates(pd.DataFrame(), get_space(space or ""))
     else:
         if models:
             candidates = screening.from_models(list(models), timeout_s)
@@ -148,26 +113,111 @@ def screen(
             candidates = screening.from_space(space or "", n, seed, fixed, featurize)
         result = screening.screen(model_a, candidates, chosen_budgets, chosen, **options)
     if validate and not result.shortlist.empty:
-        tell("measuring the shortlist")
-        result.validation = screening.validate(
-            result, model_b or model_a, candidates, db, protocol, probe_rejected
-        )
-        if refit:
-            from infercast.api.training import train
-
-            tell("refitting the predictor")
-            folder = Path(f"{predictor_b or predictor}-refit")
-            summary = train(db, folder, platform=(model_b or model_a).info.platform.id)
-            result.validation["refit"] = {"predictor": str(folder), "test_metrics": summary["test_metrics"]}
+        refit_to = Path(f"{predictor_b or predictor}-refit") if refit else None
+        _validate(result, model_b or model_a, candidates, db, protocol, probe_rejected, refit_to, status)
     if out is not None and not result.shortlist.empty:
-        from infercast.tables import write_table
-
-        frame = result.shortlist.drop(columns=[c for c in result.shortlist.columns if c.startswith("_")])
-        write_table(frame, out)
+        _write_shortlist(result.shortlist, out)
     data = result.to_dict()
     if device is not None:
         data["device"] = _device_summary(device, model_a)
     return data
+
+
+def _check_request(
+    space: str | None,
+    configs: Any,
+    models: Any,
+    ray_address: str | None,
+    predictor: Any,
+    device: str | None,
+    validate: bool,
+) -> None:
+    """Options that cannot go together, each refused with what to give instead."""
+    sources = (configs is not None) + bool(models) + (space is not None and configs is None)
+    if sources != 1:
+        raise ValueError("give exactly one of --space, --space with --configs, or --model")
+    if configs is not None and space is None:
+        raise ValueError("--configs needs --space: the design space its columns belong to")
+    if ray_address is not None and (models or configs is not None):
+        raise ValueError("--ray screens a sample of --space (not --configs or --model)")
+    if (predictor is None) == (device is None):
+        raise ValueError("give --predictor DIR or --device NAME (a shipped device)")
+    if device is not None and (validate or ray_address is not None or models or configs is not None):
+        raise ValueError(
+            f"--device {device}: screens a sample of --space here; --validate would measure on "
+            "this machine, not on the device"
+        )
+
+
+def _models(
+    predictor: Any, predictor_b: Any, device: str | None, space: str | None
+) -> tuple[Any, Any, dict[str, list[Any]], Any]:
+    """The screening predictor (a directory's blend, or a shipped device's), the re-scoring one,
+    the parameters the device's measurements fix, and the features it reads (None: the space's)."""
+    from infercast.predictors import CascadeBlend
+
+    fixed: dict[str, list[Any]] = {}
+    featurize = None
+    if device is not None:
+        model_a, fixed, featurize = _device_predictor(device, space)
+    else:
+        model_a = CascadeBlend.load(predictor)
+    model_b = CascadeBlend.load(predictor_b) if predictor_b is not None else None
+    return model_a, model_b, fixed, featurize
+
+
+def _screen_on_ray(
+    predictor: Any,
+    space: str | None,
+    n: int,
+    budgets: Any,
+    objectives: list[str],
+    address: str,
+    seed: int,
+    shards: int | None,
+    options: dict[str, Any],
+) -> tuple[Any, Any]:
+    """Stage 1 on a Ray cluster; the candidates validation builds the shortlist from."""
+    from infercast import screen as screening
+    from infercast.space import get as get_space
+
+    try:
+        from infercast.distributed import screen_on_ray
+    except ImportError:
+        raise ValueError(f"--ray needs Ray: {install_hint('ray', repr('ray>=2.40'))}") from None
+    result = screen_on_ray(predictor, space or "", n, budgets, objectives, address, seed, shards, **options)
+    return result, screening.Candidates(pd.DataFrame(), get_space(space or ""))
+
+
+def _write_shortlist(shortlist: pd.DataFrame, out: str | Path) -> None:
+    from infercast.tables import write_table
+
+    write_table(shortlist.drop(columns=[c for c in shortlist.columns if c.startswith("_")]), out)
+
+
+def _validate(
+    result: Any,
+    model: Any,
+    candidates: Any,
+    db: str | Path,
+    protocol: Any,
+    probe_rejected: int,
+    refit_to: Path | None,
+    status: Callable[[str], None] | None,
+) -> None:
+    """Measure the shortlist (and near rejects) into ``db``; with ``refit_to``, retrain the
+    predictor there on the store with those measurements in it."""
+    from infercast import screen as screening
+
+    tell = status or (lambda message: None)
+    tell("measuring the shortlist")
+    result.validation = screening.validate(result, model, candidates, db, protocol, probe_rejected)
+    if refit_to is not None:
+        from infercast.api.training import train
+
+        tell("refitting the predictor")
+        summary = train(db, refit_to, platform=model.info.platform.id)
+        result.validation["refit"] = {"predictor": str(refit_to), "test_metrics": summary["test_metrics"]}
 
 
 def _device_summary(device: str, model: Any) -> dict[str, Any]:

@@ -98,7 +98,9 @@ def human_bytes(value: float) -> str:
     return human_count(value, "B")
 
 
-# Commands register themselves on ``app`` when their module is imported.
+# Commands register themselves on ``app`` when their module is imported, and ``--help`` lists
+# them in that order: the pipeline's.
+from infercast.cli import adapt as _adapt  # noqa: E402, F401
 from infercast.cli import db as _db  # noqa: E402, F401
 from infercast.cli import demo as _demo  # noqa: E402, F401
 from infercast.cli import devices as _devices  # noqa: E402, F401
@@ -108,6 +110,7 @@ from infercast.cli import predict as _predict  # noqa: E402, F401
 from infercast.cli import report as _report  # noqa: E402, F401
 from infercast.cli import screen as _screen  # noqa: E402, F401
 from infercast.cli import space as _space  # noqa: E402, F401
+from infercast.cli import train as _train  # noqa: E402, F401
 
 
 def main() -> None:

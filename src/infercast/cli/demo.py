@@ -118,6 +118,11 @@ def demo(
     if as_json:
         print_json(results)
         return
+    _print_networks(results["networks"])
+    _print_summary(results)
+
+
+def _print_networks(networks: list[dict[str, Any]]) -> None:
     table = Table(title="real networks never seen in training (1x3x128x128): predicted vs measured")
     for column in (
         "model",
@@ -129,7 +134,7 @@ def demo(
         "ood",
     ):
         table.add_column(column, justify="left" if column in ("model", "ood") else "right")
-    for n in results["networks"]:
+    for n in networks:
         if n["measured_ms"] is None:
             table.add_row(n["model"], f"{n['predicted_ms']:.3g}", f"failed: {n['failure']}", "", "", "", "")
             continue
@@ -151,6 +156,9 @@ def demo(
             "yes" if n["ood"] else "no",
         )
     console.print(table)
+
+
+def _print_summary(results: dict[str, Any]) -> None:
     summary = Table(title="infercast demo: summary")
     summary.add_column("step")
     summary.add_column("result")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -38,61 +38,76 @@ def _count(text: str) -> int:
     return int(value)
 
 
-@app.command()
-def screen(
-    predictor: Path | None = typer.Option(
-        None, "--predictor", help="predictor directory (stage 1, and stage 2 without -b)"
-    ),
-    device: str | None = typer.Option(
-        None,
+PredictorDir = Annotated[
+    Path | None, typer.Option("--predictor", help="predictor directory (stage 1, and stage 2 without -b)")
+]
+Device = Annotated[
+    str | None,
+    typer.Option(
         "--device",
         help="a shipped device instead of --predictor: nb201/* for --space nb201, phone settings for "
         "mobile-nas and carb-resnet (latency)",
     ),
-    space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
-    n_text: str = typer.Option(
-        "1000000", "--n", help="candidates to sample from the space, e.g. 1000000 or 1e8 (streamed in chunks)"
-    ),
-    seed: int = typer.Option(0, "--seed"),
-    configs: Path | None = typer.Option(
-        None, "--configs", help="Parquet / CSV of configs of --space instead"
-    ),
-    models: list[str] | None = typer.Option(None, "--model", help="model string(s) to screen instead"),
-    predictor_b: Path | None = typer.Option(
-        None, "--predictor-b", help="re-score survivors on this platform"
-    ),
-    max_latency_ms: float | None = typer.Option(None, "--max-latency-ms"),
-    max_memory_mb: float | None = typer.Option(None, "--max-memory-mb"),
-    max_energy_j: float | None = typer.Option(None, "--max-energy-j"),
-    objectives: str | None = typer.Option(
-        None,
+]
+Count = Annotated[
+    str,
+    typer.Option("--n", help="candidates to sample from the space, e.g. 1000000 or 1e8 (streamed in chunks)"),
+]
+Configs = Annotated[
+    Path | None, typer.Option("--configs", help="Parquet / CSV of configs of --space instead")
+]
+PredictorB = Annotated[Path | None, typer.Option("--predictor-b", help="re-score survivors on this platform")]
+Objectives = Annotated[
+    str | None,
+    typer.Option(
         "--objectives",
         help="among latency,memory,energy,flops,params (default latency,memory; with --device latency,flops)",
     ),
+]
+ProbeRejected = Annotated[
+    int, typer.Option("--probe-rejected", help="with --validate: rejected ones to measure too")
+]
+Refit = Annotated[bool, typer.Option("--refit", help="with --validate: retrain the predictor into DIR-refit")]
+RayAddress = Annotated[
+    str | None,
+    typer.Option("--ray", help="Ray cluster address: sample, featurise and filter --space on its nodes"),
+]
+ModelTimeoutS = Annotated[
+    float,
+    typer.Option("--timeout-s", help="a --model running your code (file.py:factory) must load within this"),
+]
+
+
+@app.command()
+def screen(
+    predictor: PredictorDir = None,
+    device: Device = None,
+    space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
+    n_text: Count = "1000000",
+    seed: int = typer.Option(0, "--seed"),
+    configs: Configs = None,
+    models: list[str] | None = typer.Option(None, "--model", help="model string(s) to screen instead"),
+    predictor_b: PredictorB = None,
+    max_latency_ms: float | None = typer.Option(None, "--max-latency-ms"),
+    max_memory_mb: float | None = typer.Option(None, "--max-memory-mb"),
+    max_energy_j: float | None = typer.Option(None, "--max-energy-j"),
+    objectives: Objectives = None,
     weights: str | None = typer.Option(None, "--weights", help="rank by weights, e.g. latency=1,memory=0.5"),
     shortlist: int = typer.Option(10, "--shortlist", help="size of the shortlist"),
     risk: float = typer.Option(0.05, "--risk", help="stage 1: chance to wrongly drop a feasible candidate"),
     platform: str | None = typer.Option(None, "--platform", help="refuse a predictor of another platform"),
     validate: bool = typer.Option(False, "--validate", help="measure the shortlist here and compare"),
-    probe_rejected: int = typer.Option(
-        3, "--probe-rejected", help="with --validate: rejected ones to measure too"
-    ),
-    refit: bool = typer.Option(
-        False, "--refit", help="with --validate: retrain the predictor into DIR-refit"
-    ),
+    probe_rejected: ProbeRejected = 3,
+    refit: Refit = False,
     db: Path = typer.Option(Path("runs.db"), "--db", help="store for --validate measurements"),
     warmup_s: float = typer.Option(0.5, "--warmup-s", help="with --validate: untimed seconds after loading"),
     round_s: float = typer.Option(0.3, "--round-s", help="with --validate: seconds per timing round"),
     min_rounds: int = typer.Option(6, "--min-rounds", help="with --validate: rounds before the CI may stop"),
     cap_s: float = typer.Option(15.0, "--cap-s", help="with --validate: timing seconds per model at most"),
     out: Path | None = typer.Option(None, "--out", help="write the shortlist to .parquet / .csv"),
-    ray_address: str | None = typer.Option(
-        None, "--ray", help="Ray cluster address: sample, featurise and filter --space on its nodes"
-    ),
+    ray_address: RayAddress = None,
     shards: int | None = typer.Option(None, "--shards", help="with --ray: stage-1 tasks (default 2 per CPU)"),
-    timeout_s: float = typer.Option(
-        180.0, "--timeout-s", help="a --model running your code (file.py:factory) must load within this"
-    ),
+    timeout_s: ModelTimeoutS = 180.0,
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Screen design candidates against latency / memory / energy budgets; keep a Pareto shortlist."""
@@ -195,37 +210,40 @@ def _print(data: dict[str, Any]) -> None:
             cells.append("[yellow]yes[/]" if r["ood"] else "no")
         table.add_row(*cells)
     console.print(table)
-    validation = data.get("validation")
-    if validation:
-        counts = validation["counts"]
-        console.print(
-            f"validation ({validation['campaign']} in {validation['db']}): {counts}; budget classification "
-            + (
-                f"{validation['budget_accuracy']:.0%} correct"
-                if validation["budget_accuracy"] is not None
-                else "n/a"
-            )
-            + "; median latency error "
-            + (
-                f"{validation['median_latency_error']:.1%}"
-                if validation["median_latency_error"] is not None
-                else "n/a"
-            )
+    if data.get("validation"):
+        _print_validation(data["validation"])
+
+
+def _print_validation(validation: dict[str, Any]) -> None:
+    counts = validation["counts"]
+    console.print(
+        f"validation ({validation['campaign']} in {validation['db']}): {counts}; budget classification "
+        + (
+            f"{validation['budget_accuracy']:.0%} correct"
+            if validation["budget_accuracy"] is not None
+            else "n/a"
         )
-        check = Table(title="predicted vs measured")
-        for column in ("model", "role", "latency ms pred / meas", "memory MB pred / meas", "verdict"):
-            check.add_column(column)
-        for r in validation["rows"]:
-            check.add_row(
-                str(r["model"]).removeprefix("space:"),
-                r["role"],
-                _pair(r, "latency_ms"),
-                _pair(r, "peak_memory_mb"),
-                r.get("verdict", r.get("failure", "")),
-            )
-        console.print(check)
-        if "refit" in validation:
-            console.print(f"refitted predictor: {validation['refit']['predictor']}")
+        + "; median latency error "
+        + (
+            f"{validation['median_latency_error']:.1%}"
+            if validation["median_latency_error"] is not None
+            else "n/a"
+        )
+    )
+    check = Table(title="predicted vs measured")
+    for column in ("model", "role", "latency ms pred / meas", "memory MB pred / meas", "verdict"):
+        check.add_column(column)
+    for r in validation["rows"]:
+        check.add_row(
+            str(r["model"]).removeprefix("space:"),
+            r["role"],
+            _pair(r, "latency_ms"),
+            _pair(r, "peak_memory_mb"),
+            r.get("verdict", r.get("failure", "")),
+        )
+    console.print(check)
+    if "refit" in validation:
+        console.print(f"refitted predictor: {validation['refit']['predictor']}")
 
 
 def _pair(row: dict[str, Any], column: str) -> str:

@@ -123,59 +123,77 @@ def screen_on_ray(
         )
 
         files = ray.put(_predictor_files(predictor))
-
-        def runner(
-            model: Any, candidates: Candidates, budgets: Budgets, risk: float, progress: Any
-        ) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
-            started = time.perf_counter()
-            task = ray.remote(_shard)
-            refs, offset = {}, 0
-            for i, size in enumerate(sizes):
-                ref = task.options(num_cpus=1).remote(
-                    files,
-                    (chosen.name if text is None else space, text),
-                    size,
-                    shard_seed(seed, i),
-                    offset,
-                    asdict(budgets),
-                    risk,
-                    keep_closest,
-                )
-                refs[ref] = size
-                offset += size
-            kept, closest, reports, done = [], [], [], 0
-            pending = list(refs)
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                shard_kept, report, shard_closest = ray.get(ready[0])
-                kept.append(shard_kept)
-                closest.append(shard_closest)
-                reports.append(report)
-                done += refs[ready[0]]
-                if progress is not None:
-                    progress("stage 1 (Ray)", done, n)
-            survivors = pd.concat(kept, ignore_index=True)
-            merged = survivors.drop_duplicates([p.name for p in chosen.params], ignore_index=True)
-            count = sum(r["survivors"] for r in reports)
-            nearest = pd.concat(closest, ignore_index=True)
-            return (
-                merged,
-                {
-                    "seconds": time.perf_counter() - started,
-                    "removed_by": {
-                        t: sum(r["removed_by"][t] for r in reports) for t in reports[0]["removed_by"]
-                    },
-                    "margins_pct": reports[0]["margins_pct"],
-                    "survivors": count,
-                    "distinct_survivors": len(merged),
-                    "elimination_rate": 1 - count / n,
-                    "shards": shards,
-                    "shard_seconds_median": float(np.median([r["seconds"] for r in reports])),
-                },
-                nearest.nsmallest(keep_closest, "_violation") if len(nearest) else nearest,
-            )
-
+        shard_space = (chosen.name if text is None else space, text)
+        runner = _StageOneOnRay(files, shard_space, sizes, seed, keep_closest, chosen)
         return screen(model, candidates, budgets, objectives, stage_one_runner=runner, **options)
+
+
+class _StageOneOnRay:
+    """``screen``'s stage 1 over the cluster: each shard samples and filters its candidates on a
+    node, and only the survivors and the nearest misses come back to be merged."""
+
+    def __init__(
+        self,
+        files: Any,
+        space: tuple[str, str | None],
+        sizes: list[int],
+        seed: int,
+        keep_closest: int,
+        chosen: Any,
+    ) -> None:
+        self.files, self.space, self.sizes = files, space, sizes
+        self.seed, self.keep_closest, self.chosen = seed, keep_closest, chosen
+
+    def __call__(
+        self, model: Any, candidates: Candidates, budgets: Budgets, risk: float, progress: Any
+    ) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
+        import ray
+
+        started = time.perf_counter()
+        task = ray.remote(_shard)
+        refs, offset, n = {}, 0, sum(self.sizes)
+        for i, size in enumerate(self.sizes):
+            shard = (size, shard_seed(self.seed, i), offset, asdict(budgets), risk, self.keep_closest)
+            refs[task.options(num_cpus=1).remote(self.files, self.space, *shard)] = size
+            offset += size
+        kept, closest, reports, done = [], [], [], 0
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            shard_kept, report, shard_closest = ray.get(ready[0])
+            kept.append(shard_kept)
+            closest.append(shard_closest)
+            reports.append(report)
+            done += refs[ready[0]]
+            if progress is not None:
+                progress("stage 1 (Ray)", done, n)
+        return self._merged(kept, reports, closest, time.perf_counter() - started)
+
+    def _merged(
+        self,
+        kept: list[pd.DataFrame],
+        reports: list[dict[str, Any]],
+        closest: list[pd.DataFrame],
+        seconds: float,
+    ) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
+        """The shards' survivors (each config once), their stage-1 report summed, the nearest misses."""
+        n = sum(self.sizes)
+        merged = pd.concat(kept, ignore_index=True).drop_duplicates(
+            [p.name for p in self.chosen.params], ignore_index=True
+        )
+        count = sum(r["survivors"] for r in reports)
+        nearest = pd.concat(closest, ignore_index=True)
+        report = {
+            "seconds": seconds,
+            "removed_by": {t: sum(r["removed_by"][t] for r in reports) for t in reports[0]["removed_by"]},
+            "margins_pct": reports[0]["margins_pct"],
+            "survivors": count,
+            "distinct_survivors": len(merged),
+            "elimination_rate": 1 - count / n,
+            "shards": len(self.sizes),
+            "shard_seconds_median": float(np.median([r["seconds"] for r in reports])),
+        }
+        return merged, report, nearest.nsmallest(self.keep_closest, "_violation") if len(nearest) else nearest
 
 
 __all__ = ["screen_on_ray", "shard_seed"]

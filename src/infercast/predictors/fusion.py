@@ -119,17 +119,33 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
     kernel_size, stride, groups, flops, bytes, and the ops of the backend's graph it stands for
     (``n_ops``)."""
     nodes = [n for n in graph.nodes if not n.is_alias]
+    kernel_of, folded = _kernels(graph, nodes, rules)
+    rows = [
+        _kernel_row(node, rules, model or graph.name, kernel_of[node.index])
+        for node in nodes
+        if node.index not in folded
+    ]
+    # a graph of data movement alone (a split, a reshape) runs no kernel: still the same columns
+    return pd.DataFrame(rows, columns=KERNEL_TABLE_COLUMNS)
+
+
+def _kernels(graph: Graph, nodes: list[Any], rules: FusionRules) -> tuple[dict[int, int], set[int]]:
+    """Each op's kernel (the index of the op that heads it) and the BatchNorms folded into the
+    weights, which keep no work of their own."""
     producer = {graph.root(t): n for n in nodes for t in n.outputs}
     consumers: dict[str, list[Any]] = defaultdict(list)
     for node in nodes:
         for tensor in node.inputs:
             consumers[graph.root(tensor)].append(node)
     kernel_of: dict[int, int] = {}
-    folded: set[int] = set()  # BatchNorms folded into the weights: no work of their own left
+    folded: set[int] = set()
 
     def sole_consumer(node: Any) -> Any:
         users = consumers.get(graph.root(node.outputs[0]), [])
         return users[0] if len(users) == 1 else None
+
+    def joins(follower: Any, kinds: Any) -> bool:
+        return follower is not None and follower.kind in kinds and follower.index not in kernel_of
 
     for node in nodes:
         if node.index in kernel_of:
@@ -137,11 +153,7 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
         kernel_of[node.index] = node.index
         if node.kind == "bn" and rules.bn_activation:
             follower = sole_consumer(node)
-            if (
-                follower is not None
-                and follower.kind in rules.conv_activation
-                and follower.index not in kernel_of
-            ):
+            if joins(follower, rules.conv_activation):
                 kernel_of[follower.index] = node.index
             continue
         if node.kind not in CONV_KINDS:
@@ -152,12 +164,7 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
             kernel_of[follower.index] = node.index
             folded.add(follower.index)
             tail, follower = follower, sole_consumer(follower)
-        if (
-            rules.conv_add
-            and follower is not None
-            and follower.kind == "add"
-            and follower.index not in kernel_of
-        ):
+        if rules.conv_add and joins(follower, ("add",)):
             other = [
                 producer.get(graph.root(t))
                 for t in follower.inputs
@@ -167,56 +174,49 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
             if len(other) == 1 and other[0] is not None and other[0].index < node.index:
                 kernel_of[follower.index] = node.index
                 tail, follower = follower, sole_consumer(follower)
-        if (
-            follower is not None
-            and follower.kind in rules.conv_activation
-            and follower.index not in kernel_of
-        ):
+        if joins(follower, rules.conv_activation):
             kernel_of[follower.index] = node.index
-    rows = []
-    for node in nodes:
-        if node.index in folded:
-            continue
-        inp = node.input_shapes[0] if node.input_shapes else ()
-        out = node.output_shapes[0] if node.output_shapes else ()
-        kernel = node.attrs.get("kernel")
-        stride = node.attrs.get("stride")
-        groups = node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None)
-        # a transposed convolution has no blocked kernel
-        plain = (
-            rules.nchwc_block > 0
-            and node.kind in CONV_KINDS
-            and (
-                node.kind == "deconv"
-                or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
-            )
+    return kernel_of, folded
+
+
+def _kernel_row(node: Any, rules: FusionRules, model: str, kernel_index: int) -> dict[str, Any]:
+    """An op's row of the op table, in the kernel it runs in."""
+    inp = node.input_shapes[0] if node.input_shapes else ()
+    out = node.output_shapes[0] if node.output_shapes else ()
+    kernel = node.attrs.get("kernel")
+    stride = node.attrs.get("stride")
+    groups = node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None)
+    # a transposed convolution has no blocked kernel
+    plain = (
+        rules.nchwc_block > 0
+        and node.kind in CONV_KINDS
+        and (
+            node.kind == "deconv"
+            or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
         )
-        pointwise = as_pointwise_conv(node.kind, inp, out)
-        if pointwise is not None:  # a GEMM, not a blocked convolution
-            plain = rules.nchwc_block > 0
-        rows.append(
-            {
-                "model": model or graph.name,
-                "op_type": op_group(node.kind),
-                "kernel": kernel_of[node.index],
-                "h_in": _dim(inp, 2),
-                "w_in": _dim(inp, 3),
-                "c_in": inp[-1] if node.kind in MATMUL_KINDS and inp else _dim(inp, 1),
-                "h_out": _dim(out, 2),
-                "w_out": _dim(out, 3),
-                "c_out": out[-1] if node.kind in MATMUL_KINDS and out else _dim(out, 1),
-                "kernel_size": kernel[0] if kernel else None,
-                "stride": stride[0] if stride else None,
-                "groups": groups,
-                "flops": node.flops,
-                "bytes": node.bytes_read + node.bytes_written,
-                "n_ops": rules.swish_ops if node.kind == "swish" else 1,
-                ALGORITHM: PLAIN_LAYOUT if plain else "",
-                **(pointwise or {}),
-            }
-        )
-    # a graph of data movement alone (a split, a reshape) runs no kernel: still the same columns
-    return pd.DataFrame(rows, columns=KERNEL_TABLE_COLUMNS)
+    )
+    pointwise = as_pointwise_conv(node.kind, inp, out)
+    if pointwise is not None:  # a GEMM, not a blocked convolution
+        plain = rules.nchwc_block > 0
+    return {
+        "model": model,
+        "op_type": op_group(node.kind),
+        "kernel": kernel_index,
+        "h_in": _dim(inp, 2),
+        "w_in": _dim(inp, 3),
+        "c_in": inp[-1] if node.kind in MATMUL_KINDS and inp else _dim(inp, 1),
+        "h_out": _dim(out, 2),
+        "w_out": _dim(out, 3),
+        "c_out": out[-1] if node.kind in MATMUL_KINDS and out else _dim(out, 1),
+        "kernel_size": kernel[0] if kernel else None,
+        "stride": stride[0] if stride else None,
+        "groups": groups,
+        "flops": node.flops,
+        "bytes": node.bytes_read + node.bytes_written,
+        "n_ops": rules.swish_ops if node.kind == "swish" else 1,
+        ALGORITHM: PLAIN_LAYOUT if plain else "",
+        **(pointwise or {}),
+    }
 
 
 def _dim(shape: tuple[int, ...], axis: int) -> float | None:

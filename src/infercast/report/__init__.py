@@ -201,9 +201,6 @@ def build_report(
 ) -> Path:
     """Write the report; ``transfer`` trains one light predictor per platform for the transfer
     matrix when the store holds platforms that share configs (``progress`` hears about it)."""
-    from infercast.report import figures
-    from infercast.report.transfer import platform_label, transfer_matrix
-
     out = Path(out)
     if out.suffix != ".html":
         raise ReportError(f"--out {out}: the report is an .html file")
@@ -211,8 +208,34 @@ def build_report(
     frame = measurements_frame(db)
     folder = out.parent / f"{out.stem}_figures"
     folder.mkdir(parents=True, exist_ok=True)
-    # the characterization of one platform at a time: the one measured most (peak memory means
-    # different things on different backends, and their latencies would mix into one cloud)
+    sections = _characterization(db, frame)
+    sections += _platform_sections(db, frame, folder, transfer, progress)
+    if predictor is not None:
+        sections.append(_accuracy_section(frame, predictor))
+    body = [
+        f"<h1>infercast report</h1><p>{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}</p>",
+        _table(_summary_rows(db, frame)),
+        *(section.html(folder, number) for number, section in enumerate(sections, start=1)),
+    ]
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+        "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}"
+        "img.figure{max-width:100%}"
+    )
+    out.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>infercast report</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
+    )
+    return out
+
+
+def _characterization(db: str | Path, frame: pd.DataFrame) -> list[Section]:
+    """How latency, memory and energy scale on one platform at a time: the one measured most
+    (peak memory means different things on different backends, and their latencies would mix
+    into one cloud)."""
+    from infercast.report import figures
+    from infercast.report.transfer import platform_label
+
     main_id = frame["platform_id"].value_counts().index[0]
     main = frame[frame["platform_id"] == main_id]
     with Store(db, readonly=True) as store:
@@ -255,13 +278,21 @@ def build_report(
             figures.noise(frame),
         )
     )
-    matrix = pd.DataFrame()
-    if frame["platform_id"].nunique() > 1:
-        sections.append(
-            Section("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame))
-        )
-        if transfer:
-            matrix = transfer_matrix(db, progress=progress)
+    return sections
+
+
+def _platform_sections(
+    db: str | Path, frame: pd.DataFrame, folder: Path, transfer: bool, progress: Callable[[str], None] | None
+) -> list[Section]:
+    """What the platforms a store holds share, and (``transfer``) how a predictor of one carries
+    to another."""
+    from infercast.report import figures
+    from infercast.report.transfer import transfer_matrix
+
+    if frame["platform_id"].nunique() < 2:
+        return []
+    sections = [Section("Platforms", "Latency of the configs two platforms share.", figures.transfer(frame))]
+    matrix = transfer_matrix(db, progress=progress) if transfer else pd.DataFrame()
     if not matrix.empty:
         matrix.to_csv(folder / "transfer_matrix.csv", index=False)
         sections.append(
@@ -274,7 +305,18 @@ def build_report(
                 _transfer_table(matrix),
             )
         )
-    summary_rows = [
+    return sections
+
+
+def _summary_rows(db: str | Path, frame: pd.DataFrame) -> list[tuple[str, str]]:
+    if frame["energy_j"].notna().any():
+        energy = "measured"
+    elif frame["energy_reason"].notna().any():
+        energy = str(frame["energy_reason"].dropna().iloc[0])
+    else:
+        energy = "not measured"
+    half_width = ((frame["ci_high_ms"] - frame["ci_low_ms"]) / 2 / frame["median_ms"]).median()
+    return [
         ("store", str(db)),
         (
             "measurements",
@@ -282,36 +324,9 @@ def build_report(
             f"{frame['platform_id'].nunique()} platform(s), {frame['campaign'].nunique()} campaign(s))",
         ),
         ("latency (low_ms)", f"{frame['latency_ms'].min():.3g} – {frame['latency_ms'].max():.3g} ms"),
-        (
-            "median 95 % CI half-width",
-            f"{((frame['ci_high_ms'] - frame['ci_low_ms']) / 2 / frame['median_ms']).median():.2%}",
-        ),
-        (
-            "energy",
-            "measured"
-            if frame["energy_j"].notna().any()
-            else str(frame["energy_reason"].dropna().iloc[0])
-            if frame["energy_reason"].notna().any()
-            else "not measured",
-        ),
+        ("median 95 % CI half-width", f"{half_width:.2%}"),
+        ("energy", energy),
     ]
-    if predictor is not None:
-        sections.append(_accuracy_section(frame, predictor))
-    body = [
-        f"<h1>infercast report</h1><p>{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}</p>",
-        _table(summary_rows),
-        *(section.html(folder, number) for number, section in enumerate(sections, start=1)),
-    ]
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
-        "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}"
-        "img.figure{max-width:100%}"
-    )
-    out.write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>infercast report</title>"
-        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
-    )
-    return out
 
 
 __all__ = ["ReportError", "Section", "build_report", "measurements_frame"]

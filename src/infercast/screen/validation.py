@@ -48,19 +48,7 @@ def validate(
     )
     if frame.empty:
         raise ScreenError("nothing to validate: the shortlist is empty")
-    if candidates.space is not None:
-        rows = candidates.space.config_rows(frame, feature_part(frame))
-    else:  # model strings: their id is the string itself, their features were captured
-        rows = [
-            {
-                "id": m,
-                "model": m,
-                "space": None,
-                "params": {},
-                "features": dict(zip(FEATURE_NAMES, map(float, f), strict=True)),
-            }
-            for m, f in zip(frame["model"], feature_part(frame).to_numpy(), strict=True)
-        ]
+    rows = _config_rows(frame, candidates)
     campaign = f"screen-validate:{zlib.crc32(json.dumps(sorted(frame['id'].astype(str))).encode()):08x}"
     run_campaign(rows, db, backend, campaign, protocol, progress=progress)
     with Store(db) as store:
@@ -68,7 +56,47 @@ def validate(
         failures = store.failures()
     failed = failures[failures["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
     measured = measured[measured["campaign"] == campaign].drop_duplicates("config_id").set_index("config_id")
-    budgets = result.budgets
+    table, counts = _classified(frame, measured, failed, result.budgets)
+    errors = [
+        abs(e["predicted_latency_ms"] - e["measured_latency_ms"]) / e["measured_latency_ms"]
+        for e in table
+        if e.get("measured_latency_ms")
+    ]
+    return {
+        "campaign": campaign,
+        "db": str(db),
+        "counts": counts,
+        "budget_accuracy": (
+            (counts["correct_accept"] + counts["correct_reject"]) / sum(counts.values())
+            if sum(counts.values())
+            else None
+        ),
+        "median_latency_error": float(np.median(errors)) if errors else None,
+        "rows": table,
+    }
+
+
+def _config_rows(frame: pd.DataFrame, candidates: Candidates) -> list[dict[str, Any]]:
+    """The store rows of the candidates to measure: a space's configs, or model strings (their id
+    is the string itself, their features were captured)."""
+    if candidates.space is not None:
+        return candidates.space.config_rows(frame, feature_part(frame))
+    return [
+        {
+            "id": m,
+            "model": m,
+            "space": None,
+            "params": {},
+            "features": dict(zip(FEATURE_NAMES, map(float, f), strict=True)),
+        }
+        for m, f in zip(frame["model"], feature_part(frame).to_numpy(), strict=True)
+    ]
+
+
+def _classified(
+    frame: pd.DataFrame, measured: pd.DataFrame, failed: pd.DataFrame, budgets: Any
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each candidate predicted against measured, and the budget verdicts counted."""
     table, counts = [], {"correct_accept": 0, "false_accept": 0, "correct_reject": 0, "false_reject": 0}
     for _, row in frame.iterrows():
         if row["id"] not in measured.index:
@@ -96,23 +124,7 @@ def validate(
                 entry[f"predicted_{column}"] = float(row[column])
                 entry[f"measured_{column}"] = truth[target]
         table.append(entry)
-    errors = [
-        abs(e["predicted_latency_ms"] - e["measured_latency_ms"]) / e["measured_latency_ms"]
-        for e in table
-        if e.get("measured_latency_ms")
-    ]
-    return {
-        "campaign": campaign,
-        "db": str(db),
-        "counts": counts,
-        "budget_accuracy": (
-            (counts["correct_accept"] + counts["correct_reject"]) / sum(counts.values())
-            if sum(counts.values())
-            else None
-        ),
-        "median_latency_error": float(np.median(errors)) if errors else None,
-        "rows": table,
-    }
+    return table, counts
 
 
 def _num(value: Any) -> float | None:

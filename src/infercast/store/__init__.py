@@ -5,19 +5,17 @@ moment leaves either the whole measurement or nothing. ``UNIQUE(config, platform
 makes a second write of the same item impossible, and ``done()`` tells a resumed campaign what to
 skip. A file that is not an infercast store is refused with a clear message and never modified.
 
-Length: the schema, the refusal of foreign files, the writes and the reads of one SQLite file stay
-together — every query depends on the schema beside it.
+The schema is ``store.schema``; the rows it holds, as Python objects, ``store.records``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,135 +23,13 @@ import pandas as pd
 
 from infercast.errors import InfercastError
 from infercast.store.drift import Drift, estimate, session_intervals
+from infercast.store.records import Measurement, Platform
+from infercast.store.schema import SCHEMA, SCHEMA_VERSION, SENTINELS_TABLE, TABLES
 from infercast.tables import write_table
-
-SCHEMA_VERSION = 2
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE platforms (
-    id TEXT PRIMARY KEY,
-    backend TEXT NOT NULL,
-    settings TEXT NOT NULL,          -- JSON: threads, opt level, precision, device…
-    fingerprint TEXT NOT NULL,       -- JSON: CPU, cores, GPU, driver, OS, library versions
-    created_at REAL NOT NULL
-);
-CREATE TABLE configs (
-    id TEXT PRIMARY KEY,
-    model TEXT NOT NULL,             -- the model string (space:… for design-space configs)
-    space TEXT,
-    params TEXT,                     -- JSON
-    features TEXT                    -- JSON, analytic features at measurement time
-);
-CREATE TABLE measurements (
-    id INTEGER PRIMARY KEY,
-    config_id TEXT NOT NULL REFERENCES configs(id),
-    platform_id TEXT NOT NULL REFERENCES platforms(id),
-    campaign TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    n INTEGER NOT NULL,
-    median_ms REAL NOT NULL,
-    mean_ms REAL NOT NULL,
-    low_ms REAL NOT NULL,            -- robust low statistic (see measure.protocol)
-    p10_ms REAL NOT NULL,
-    p90_ms REAL NOT NULL,
-    p99_ms REAL NOT NULL,
-    ci_low_ms REAL NOT NULL,
-    ci_high_ms REAL NOT NULL,
-    cv REAL NOT NULL,
-    cap_hit INTEGER NOT NULL,
-    contention REAL,
-    peak_memory_bytes INTEGER,
-    peak_memory_definition TEXT,
-    energy_j REAL,
-    energy_reason TEXT,              -- why energy_j is NULL
-    energy_sensor TEXT,
-    samples TEXT NOT NULL,           -- JSON: raw per-round latencies (ms)
-    UNIQUE (config_id, platform_id, campaign)
-);
-CREATE TABLE op_measurements (
-    id INTEGER PRIMARY KEY,
-    measurement_id INTEGER NOT NULL REFERENCES measurements(id),
-    node_index INTEGER NOT NULL,
-    row TEXT NOT NULL                -- JSON: op_type, kernel, shapes, flops, latency_ms…
-);
-CREATE TABLE failures (
-    id INTEGER PRIMARY KEY,
-    config_id TEXT NOT NULL,
-    platform_id TEXT NOT NULL,
-    campaign TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    kind TEXT NOT NULL,              -- error, timeout, out-of-memory, crash
-    reason TEXT NOT NULL,
-    UNIQUE (config_id, platform_id, campaign)
-);
-CREATE INDEX measurements_platform ON measurements (platform_id, campaign);
-"""
-# schema 2 added the sentinels table: a schema-1 store gets it when opened for writing
-_SENTINELS_TABLE = """
-CREATE TABLE IF NOT EXISTS sentinels (
-    id INTEGER PRIMARY KEY,
-    platform_id TEXT NOT NULL REFERENCES platforms(id),
-    campaign TEXT NOT NULL,
-    pass_index INTEGER NOT NULL,     -- 0 at the campaign's start, then one per pass (resumed runs go on)
-    sentinel TEXT NOT NULL,          -- small, medium, large
-    model TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    n INTEGER NOT NULL,
-    median_ms REAL NOT NULL,
-    low_ms REAL NOT NULL,
-    ci_low_ms REAL NOT NULL,
-    ci_high_ms REAL NOT NULL,
-    cv REAL NOT NULL,
-    contention REAL,
-    samples TEXT NOT NULL,
-    UNIQUE (platform_id, campaign, pass_index, sentinel)
-)"""
-_TABLES = {"meta", "platforms", "configs", "measurements", "op_measurements", "failures"}
 
 
 class StoreError(InfercastError):
     """A store file that cannot be used (not SQLite, not ours, a newer schema)."""
-
-
-@dataclass(frozen=True)
-class Platform:
-    """A backend with the settings that change its kernels, on a fingerprinted machine."""
-
-    backend: str
-    settings: dict[str, Any]
-    fingerprint: dict[str, Any]
-
-    @property
-    def id(self) -> str:
-        text = json.dumps([self.backend, self.settings, self.fingerprint], sort_keys=True)
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-@dataclass
-class Measurement:
-    """One config on one platform: latency statistics, peak memory, energy (or why not)."""
-
-    config_id: str
-    n: int
-    median_ms: float
-    mean_ms: float
-    low_ms: float
-    p10_ms: float
-    p90_ms: float
-    p99_ms: float
-    ci_low_ms: float
-    ci_high_ms: float
-    cv: float
-    cap_hit: bool
-    samples: list[float]
-    contention: float | None = None
-    peak_memory_bytes: int | None = None
-    peak_memory_definition: str | None = None
-    energy_j: float | None = None
-    energy_reason: str | None = None
-    energy_sensor: str | None = None
-    ops: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Store:
@@ -190,7 +66,7 @@ class Store:
         self.db.execute("PRAGMA foreign_keys=ON")
         if not exists:
             with self.transaction():
-                for statement in [*_SCHEMA.split(";"), _SENTINELS_TABLE]:
+                for statement in [*SCHEMA.split(";"), SENTINELS_TABLE]:
                     if statement.strip():
                         self.db.execute(statement)
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -203,7 +79,7 @@ class Store:
         if int(row[0]) >= SCHEMA_VERSION:
             return
         with self.transaction() as db:
-            db.execute(_SENTINELS_TABLE)
+            db.execute(SENTINELS_TABLE)
             db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _readonly_uri(self) -> str:
@@ -238,7 +114,7 @@ class Store:
                 if "meta" in tables:
                     row = probe.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
                     version = row[0] if row else None
-                if tables >= _TABLES:
+                if tables >= TABLES:
                     probe.execute("SELECT count(*) FROM measurements").fetchone()
             finally:
                 probe.close()
@@ -247,7 +123,7 @@ class Store:
                 f"{self.path} is not a readable SQLite database ({error}: damaged or truncated); "
                 "nothing was changed"
             ) from None
-        if not tables >= _TABLES or version is None:
+        if not tables >= TABLES or version is None:
             raise StoreError(f"{self.path} is a SQLite file but not an infercast store; nothing was changed")
         if not str(version).isdigit():
             raise StoreError(
@@ -481,3 +357,6 @@ class Store:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True)
+
+
+__all__ = ["SCHEMA_VERSION", "Measurement", "Platform", "Store", "StoreError"]
