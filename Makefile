@@ -29,12 +29,11 @@ browser:
 
 # The Ray tests run beside the rest, the rest at a lower priority (and the test cluster's workers
 # at niceness 0, not Ray's 15: tests/test_distributed.py): the Ray nodes mostly wait (health
-# checks, worker start-up) and, beside busy workers of the same priority, starved of CPU, took
-# 300-700 s instead of ~140 s and timed out; run one after the other the two took ~18 minutes.
+# checks, worker start-up) and, beside busy workers of the same priority, starved of CPU, they
+# ran several times longer and timed out; one after the other, the two take twice as long.
 # Their output follows the rest's. The rest: six workers, each test file on one of them (module
-# fixtures stay shared); tests wait on subprocesses part of the time, and more workers than cores
-# keep the two busy (vmstat: 87 % busy with four). The rest on this VM, 2026-12-03: 543 and 569 s
-# with four workers, 510 s with five, 504 s with six.
+# fixtures stay shared); tests wait on subprocesses part of the time, so more workers than cores
+# keep the cores busy.
 # Files start in the order tests/conftest.py gives (longest first); xdist would otherwise
 # reorder them by their number of tests.
 # A background command of a non-interactive shell ignores Ctrl-C: the Ray tests' Python restores

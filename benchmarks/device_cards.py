@@ -33,12 +33,12 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 from tools.device_tables import nb201_features
 
-from infercast.predictors import physical
 from infercast.predictors.data import feature_frame
 from infercast.predictors.devices import nb201, tflite_gpu, usc
 from infercast.predictors.devices.common import data_file
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.metrics import regression_metrics
+from infercast.predictors.routes import BLEND, OPWISE, OPWISE_OWN_OPS, PHYSICAL
 from results import machine, record, stamp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for tools/
@@ -97,7 +97,7 @@ def usc_cards() -> dict[str, dict[str, Any]]:
         values = out.to_numpy(dtype=np.float64)
         cards[name] = {
             "protocol": f"{FOLDS} folds grouped by architecture family, 102 usc-mobile networks",
-            "route": physical.ROUTE,
+            "route": PHYSICAL,
             **card(y, values[:, 0], values[:, 1], values[:, 2], families),
             "baselines": {b: card(y, p) for b, p in baselines(flops, params, y, folds).items()},
         }
@@ -105,10 +105,10 @@ def usc_cards() -> dict[str, dict[str, Any]]:
             by_ops, by_their_rows = gpu_opwise(name, y, folds, families)
             model_level = {k: v for k, v in cards[name].items() if k not in ("protocol", "baselines")}
             cards[name].update(by_ops)
-            cards[name]["route"] = tflite_gpu.ROUTE
+            cards[name]["route"] = OPWISE
             cards[name]["other_routes"] = {
-                physical.ROUTE: model_level,
-                "op-wise on usc-mobile's own op rows (not a user's path)": by_their_rows,
+                PHYSICAL: model_level,
+                OPWISE_OWN_OPS: by_their_rows,
             }
     return cards
 
@@ -178,7 +178,7 @@ def nb201_cards(csv: Path) -> dict[str, dict[str, Any]]:
             base = baselines(flops, params, both, split)
             cards[name] = {
                 "protocol": f"trained on {len(train_y)} cells, tested on the other {len(y)}",
-                "route": nb201.ROUTE,
+                "route": BLEND,
                 **card(
                     y,
                     predicted["latency_ms"].to_numpy(),

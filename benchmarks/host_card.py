@@ -36,7 +36,6 @@ from sklearn.model_selection import KFold
 
 from device_cards import card
 from infercast.models.guarded import capture_model
-from infercast.predictors import physical
 from infercast.predictors.blend import CascadeBlend
 from infercast.predictors.bundle import OPWISE_ESTIMATE
 from infercast.predictors.devices import hosts
@@ -45,7 +44,7 @@ from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.devices.usc import family
 from infercast.predictors.opwise import OpWise
-from infercast.predictors.routes import geometric_mean
+from infercast.predictors.routes import BLEND, LABELS, MEAN, OPWISE, PHYSICAL, geometric_mean
 from infercast.store import Store
 from results import family_table, machine, record, stamp
 
@@ -64,9 +63,9 @@ def held_out_routes(
     intervals (a mean's spans its routes' intervals)."""
     x, e2e, ops, kernel_ops = hosts.training_tables(name)
     fit_ids, test_ids = set(e2e["model"].iloc[train]), list(e2e["model"].iloc[test])
-    blend = CascadeBlend(order=("latency",), seed=0, **hosts.BLEND)
+    blend = CascadeBlend(order=("latency",), seed=0, **hosts.BLEND_PARAMS)
     blend.fit(x.iloc[train], e2e.iloc[train][["latency_ms"]])
-    opwise = OpWise(seed=0, **hosts.OPWISE).fit(
+    opwise = OpWise(seed=0, **hosts.OPWISE_PARAMS).fit(
         ops[ops["model"].isin(fit_ids)], e2e.iloc[train][["model", "latency_ms"]], kernel_ops=kernel_ops
     )
     held = ops[ops["model"].isin(set(test_ids))].drop(columns="latency_ms")
@@ -74,7 +73,7 @@ def held_out_routes(
     by_ops = opwise.predict(held).reindex(test_ids)
     by_opwise = by_ops["latency_ms"].to_numpy(dtype=np.float64)
     estimate = opwise.oof_latency_ms_.reindex(e2e["model"].iloc[train]).to_numpy(dtype=np.float64)
-    stacked = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **hosts.BLEND)
+    stacked = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **hosts.BLEND_PARAMS)
     stacked.fit(x.iloc[train].assign(**{OPWISE_ESTIMATE: np.log(estimate)}), e2e.iloc[train][["latency_ms"]])
     given = x.iloc[test].assign(**{OPWISE_ESTIMATE: np.log(by_opwise)})
     kernels = hosts.kernel_networks(name)
@@ -190,10 +189,10 @@ def main() -> None:
     predicted = device.predict_graphs(graphs)
     by_work = device.physical.predict(device_feature_frame(graphs))
     values = {
-        hosts.ROUTE: predicted["latency_ms"].to_numpy(),
-        "blend": predicted["model_level_ms"].to_numpy(),
-        "op-wise": predicted["opwise_ms"].to_numpy(),
-        physical.ROUTE: predicted["physical_ms"].to_numpy(),
+        MEAN: predicted["latency_ms"].to_numpy(),
+        BLEND: predicted["model_level_ms"].to_numpy(),
+        OPWISE: predicted["opwise_ms"].to_numpy(),
+        PHYSICAL: predicted["physical_ms"].to_numpy(),
     }
     x, e2e, _, _ = hosts.training_tables(name)
     y = e2e["latency_ms"].to_numpy(dtype=np.float64)
@@ -208,20 +207,18 @@ def main() -> None:
             np.column_stack([np.ones(len(flops)), np.log(flops), np.log(params)]) @ coef
         ),
     }
-    shipped = card(truth, values[hosts.ROUTE], predicted["latency_ms_low"], predicted["latency_ms_high"])
+    shipped = card(truth, values[MEAN], predicted["latency_ms_low"], predicted["latency_ms_high"])
     host = hosts.hosts()[name]
     entry = {
         "protocol": f"{len(models)} pytorchcv networks at 224² measured on that host, never trained on; "
         f"trained on {host['n_configs']} design-space configs, {host['n_kernel_networks']} kernel networks",
-        "route": hosts.ROUTE,
+        "route": MEAN,
         **shipped,
         "baselines": {label: card(truth, v) for label, v in baselines.items()},
         "other_routes": {
-            "blend": card(truth, values["blend"]),
-            "op-wise": card(truth, values["op-wise"]),
-            physical.ROUTE: card(
-                truth, values[physical.ROUTE], by_work["latency_ms_low"], by_work["latency_ms_high"]
-            ),
+            BLEND: card(truth, values[BLEND]),
+            OPWISE: card(truth, values[OPWISE]),
+            PHYSICAL: card(truth, values[PHYSICAL], by_work["latency_ms_low"], by_work["latency_ms_high"]),
         },
         "first_use_s": round(first_use[0], 1),
     }
@@ -254,7 +251,7 @@ def main() -> None:
         *choice,
         "",
         f"Lowest worst-case median error among the routes whose interval holds: {best} "
-        f"(shipped: {hosts.ROUTE}).",
+        f"(shipped: {LABELS[MEAN]}).",
         "",
         f"Card: {len(models)} pytorchcv networks at 1×3×224×224 never trained on (truth `{args.real_a}` "
         f"`{stat}`; noise |`{args.real_b}` − `{args.real_a}`|). 90 % coverage of the shipped route: "

@@ -45,31 +45,30 @@ def onnx_export(module: torch.nn.Module, shape: tuple[int, ...], path: str, dyna
     return path
 
 
-# Longest files first (seconds measured here, four workers on two cores, 2026-12-03 18:44 UTC,
-# the sum of each file's tests among the 80 slowest): `make test` runs six workers that each
-# take whole files (`-n 6 --dist loadfile --no-loadscope-reorder`: xdist keeps this order instead
-# of its own by number of tests), and a long file started last leaves one worker running minutes
-# after the others have finished. (`make test` runs test_distributed.py beside them, at a higher
-# priority.)
+# Longest files first (by the sum of their tests' durations, `pytest --durations`): `make test`
+# runs workers that each take whole files (`--dist loadfile --no-loadscope-reorder`: xdist keeps
+# this order instead of its own by number of tests), and a long file started last leaves one
+# worker running minutes after the others have finished. (`make test` runs test_distributed.py
+# beside them, at a higher priority.)
 LONGEST_FIRST = (
-    "test_readme.py",  # ~375 s
-    "test_predict.py",  # ~285 s
-    "test_profile.py",  # ~285 s
-    "test_devices.py",  # ~235 s
-    "test_demo.py",  # ~135 s
-    "test_transfer.py",  # ~95 s
-    "test_capture_paths.py",  # ~80 s
-    "test_screen.py",  # ~55 s
-    "test_hostile.py",  # ~50 s
-    "test_overhead.py",  # ~50 s
-    "test_measure.py",  # ~50 s
-    "test_readme_without_profiling.py",  # ~30 s
-    "test_drift.py",  # ~25 s
-    "test_store.py",  # ~25 s
-    "test_report.py",  # ~25 s
-    "test_space_carb_resnet.py",  # ~20 s
-    "test_intervals.py",  # ~15 s
-    "test_graph_zoo.py",  # ~15 s
+    "test_readme.py",
+    "test_predict.py",
+    "test_profile.py",
+    "test_devices.py",
+    "test_demo.py",
+    "test_transfer.py",
+    "test_capture_paths.py",
+    "test_screen.py",
+    "test_hostile.py",
+    "test_overhead.py",
+    "test_measure.py",
+    "test_readme_without_profiling.py",
+    "test_drift.py",
+    "test_store.py",
+    "test_report.py",
+    "test_space_carb_resnet.py",
+    "test_intervals.py",
+    "test_graph_zoo.py",
 )
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infercast.predictors.physical import ROUTE as PHYSICAL
-from infercast.predictors.routes import MEAN_ROUTE
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL
 
 from .helpers import infercast
 
@@ -45,7 +44,7 @@ def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
     )
     # the kernel campaign ran and taught the op-wise route; the networks' errors are per route
     assert data["kernels"]["in_store"] >= 1 and "kernel networks" in data["train"]["kernel_campaign"]
-    assert set(network["routes_ms"]) == {"blend", "blend + op-wise", "op-wise", PHYSICAL, MEAN_ROUTE}
+    assert set(network["routes_ms"]) == {BLEND, COMBINED, OPWISE, PHYSICAL, MEAN}
     assert network["route"] == data["train"]["routes"]["order"][0]
     assert network["predicted_ms"] == network["routes_ms"][network["route"]]
     errors = data["network_errors"]

@@ -23,7 +23,6 @@ from torch import nn
 import infercast
 from infercast import space
 from infercast.api import adapt_device, predict_devices
-from infercast.predictors import physical
 from infercast.predictors.devices import (
     UnknownDeviceError,
     device_info,
@@ -37,6 +36,7 @@ from infercast.predictors.devices.common import data_digest
 from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.routes import BLEND, MEAN, OPWISE, PHYSICAL
 from infercast.store import Store
 
 from .conftest import requires_pytorchcv
@@ -166,8 +166,8 @@ def test_predict_on_shipped_devices() -> None:
     ]
     assert table[0]["latency_ms"] == pytest.approx(one["latency_ms"])
     assert table[2]["latency_ms"] > table[0]["latency_ms"]  # ResNet-10 does 5× the work
-    assert one["route"].startswith("op-wise") and one["model_level_ms"] > 0
-    assert table[1]["route"].startswith("Σ cost") and "model_level_ms" not in table[1]
+    assert one["route"] == OPWISE and one["route_label"] == "op-wise" and one["model_level_ms"] > 0
+    assert table[1]["route"] == PHYSICAL and "model_level_ms" not in table[1]
     assert not list(Path(os.environ["INFERCAST_CACHE"]).rglob("*opwise*"))  # shipped, not trained
     small = infercast.predict("torchvision:resnet18", device="pixel4/gpu", input_shape=(1, 3, 160, 160))
     assert small["ood"] and "224×224" in small["ood_reason"]
@@ -254,7 +254,7 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
     )
     one = infercast.predict(net, device=name, input_shape=(1, 3, 160, 160))
     assert not any(tmp_path.iterdir())  # nothing trained into the cache: the routes ship
-    assert one["route"] == hosts.ROUTE and one["runtime"].startswith("ONNX Runtime")
+    assert one["route"] == MEAN and one["runtime"].startswith("ONNX Runtime")
     routes = [one["model_level_ms"], one["opwise_ms"], one["physical_ms"]]
     assert one["latency_ms"] == pytest.approx(math.prod(routes) ** (1 / 3))
     low, high = one["latency_ms_interval"]
@@ -554,7 +554,7 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert screened["candidates"] == 20000 and 0 < len(screened["shortlist"]) <= 5
     assert all("batch=1&" in row["model"] for row in screened["shortlist"])  # the device's batch size
     assert all(row["latency_ms"] <= budget for row in screened["shortlist"])
-    assert screened["device"]["route"] == nb201.ROUTE
+    assert screened["device"]["route"] == BLEND
     refused = run_cli("screen", "--device", "pixel4/gpu", "--space", "nb201", "--max-latency-ms", "10")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
     host = run_cli(
@@ -566,7 +566,7 @@ def test_screen_a_design_space_for_a_shipped_device() -> None:
     assert 0 < len(screened["shortlist"]) <= 5 and all(r["latency_ms"] <= 10 for r in screened["shortlist"])
     assert all("batch=1&" in row["model"] for row in screened["shortlist"])
     # the Σ cost × work route on closed-form device features; predict gives the card's route
-    assert screened["device"]["route"] == physical.ROUTE and screened["device"]["within_10pct"] is not None
+    assert screened["device"]["route"] == PHYSICAL and screened["device"]["within_10pct"] is not None
     assert "--device epyc-2core/ort-cpu" in screened["device"]["note"]
     refused = run_cli("screen", "--device", "epyc-2core/ort-cpu", "--space", "nb201", "--max-latency-ms", "1")
     assert refused.returncode == 2 and "screen them on an nb201/* device" in refused.stderr
@@ -690,7 +690,7 @@ def test_screen_a_design_space_for_a_phone() -> None:
     result = screen(
         None, {"latency": 4.0}, "latency,flops", space="mobile-nas", n=4000, seed=3, device="pixel4/1large"
     )
-    assert result["device"]["route"] == physical.ROUTE and result["device"]["note"] == ""
+    assert result["device"]["route"] == PHYSICAL and result["device"]["note"] == ""
     assert 0 < len(result["shortlist"]) <= 10
     assert result["stage1"]["removed_by"]["latency"] > 0
     for row in result["shortlist"]:

@@ -31,9 +31,8 @@ from infercast.predictors.data import feature_frame
 from infercast.predictors.forest import ArrayForest
 from infercast.predictors.optable import kernels
 from infercast.predictors.opwise import OpWise
-from infercast.predictors.physical import ROUTE as PHYSICAL
 from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import MEAN_ROUTE
+from infercast.predictors.routes import BLEND, COMBINED, LABELS, MEAN, OPWISE, PHYSICAL
 from infercast.store import Store
 
 from .helpers import (
@@ -412,20 +411,17 @@ def test_routes_rank_by_held_out_error_and_keep_the_combined_route_when_others_a
     noise = rng.normal(0, 0.05, 30)
     other = np.roll(noise, 7) * 0.99  # the same errors, 1 % smaller, on other configs
     close = {
-        "blend + op-wise": truth * (1 + noise),
-        "op-wise": truth * (1 + other),
-        "blend": truth * (1 + 3 * noise),
+        COMBINED: truth * (1 + noise),
+        OPWISE: truth * (1 + other),
+        BLEND: truth * (1 + 3 * noise),
     }
     ranked = rank_routes(truth, close)
     held = ranked["held_out"]
-    assert held["op-wise"]["median_abs_error_pct"] < held["blend + op-wise"]["median_abs_error_pct"]
-    assert ranked["order"] == ["blend + op-wise", "op-wise", "blend"]
-    clearly = rank_routes(truth, {**close, "op-wise": truth * (1 + 0.3 * other)})
-    assert clearly["order"] == ["op-wise", "blend + op-wise", "blend"]
-    assert rank_routes(truth, {"op-wise": close["op-wise"], "blend": close["blend"]})["order"] == [
-        "op-wise",
-        "blend",
-    ]
+    assert held[OPWISE]["median_abs_error_pct"] < held[COMBINED]["median_abs_error_pct"]
+    assert ranked["order"] == [COMBINED, OPWISE, BLEND]
+    clearly = rank_routes(truth, {**close, OPWISE: truth * (1 + 0.3 * other)})
+    assert clearly["order"] == [OPWISE, COMBINED, BLEND]
+    assert rank_routes(truth, {OPWISE: close[OPWISE], BLEND: close[BLEND]})["order"] == [OPWISE, BLEND]
 
 
 def test_train_without_op_profiles_ranks_the_blend_and_sum_of_costs(tmp_path: Path) -> None:
@@ -435,7 +431,7 @@ def test_train_without_op_profiles_ranks_the_blend_and_sum_of_costs(tmp_path: Pa
     out = tmp_path / "predictor"
     summary = api.train(store["db"], out, opwise=False, blend=CascadeBlend(**SMALL))
     routes = summary["routes"]
-    assert set(routes["order"]) == {"blend", PHYSICAL} and "; blend first unless" in routes["criterion"]
+    assert set(routes["order"]) == {BLEND, PHYSICAL} and "; blend first unless" in routes["criterion"]
     assert routes["held_out"]["blend"]["n"] == summary["n_test"]
     assert PhysicalLatency.load(out / "physical").costs() == summary["physical_costs"]
     config = "space:carb-resnet?batch=1&block=basic&depth=18&early_downsample=1&input_size=64&width=0.5"
@@ -517,12 +513,12 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     # five latency routes, in the order train ranked them on the held-out configs; the first leads
     ranking = json.loads((Path(out) / "routes.json").read_text())
     assert summary["routes"] == ranking
-    assert set(ranking["order"]) == {"blend", "blend + op-wise", "op-wise", PHYSICAL, MEAN_ROUTE}
+    assert set(ranking["order"]) == {BLEND, COMBINED, OPWISE, PHYSICAL, MEAN}
     # the mean of three is the preferred route: first unless another is clearly better
-    assert f"; {MEAN_ROUTE} first unless" in ranking["criterion"]
+    assert f"; {LABELS[MEAN]} first unless" in ranking["criterion"]
     by_route = {r["route"]: r["latency_ms"] for r in row["routes"]}
-    assert by_route[MEAN_ROUTE] == pytest.approx(
-        (by_route["blend"] * by_route["op-wise"] * by_route[PHYSICAL]) ** (1 / 3)
+    assert by_route[MEAN] == pytest.approx(
+        (by_route[BLEND] * by_route[OPWISE] * by_route[PHYSICAL]) ** (1 / 3)
     )
     assert set(summary["physical_costs"]) >= {"gflops_conv", "kernels", "constant"}
     assert [r["route"] for r in row["routes"]] == ranking["order"] and row["route"] == ranking["order"][0]

@@ -61,3 +61,19 @@ def test_differences_finds_a_changed_number_a_renamed_key_and_a_new_route() -> N
     assert len(differences(before, after)) == 2
     changed = {"routes": [{"route": "blend", "latency_ms": 1.0 + 1e-6}], "ood": False}
     assert differences(before, changed) == [".routes[0].latency_ms: 1.0 → 1.000001"]
+
+
+def test_a_ranking_written_before_routes_had_keys_loads_and_an_unknown_route_is_refused(tmp_path) -> None:
+    import shutil
+
+    from infercast.predictors import PredictorError
+    from infercast.predictors.bundle import PredictorBundle
+    from infercast.predictors.routes import MEAN, PHYSICAL
+
+    folder = shutil.copytree(SAVED / "predictor", tmp_path / "predictor")
+    ranking = json.loads((folder / "routes.json").read_text())
+    assert ranking["order"][0] == "Σ cost × work (device features)"  # as the earlier infercast wrote it
+    assert PredictorBundle.load(folder).order[:2] == [PHYSICAL, MEAN]
+    (folder / "routes.json").write_text(json.dumps({**ranking, "order": ["blend", "oracle"]}))
+    with pytest.raises(PredictorError, match="unknown latency route 'oracle'"):
+        PredictorBundle.load(folder)

@@ -41,8 +41,7 @@ def build() -> dict:
     from infercast.datasets import TrainingData
     from infercast.predictors import Adapted, CascadeBlend, OpWise
     from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
-    from infercast.predictors.physical import ROUTE as PHYSICAL
-    from infercast.predictors.routes import MEAN_ROUTE
+    from infercast.predictors.routes import BLEND, MEAN, OPWISE, PHYSICAL
 
     out = HERE / "predictor"
     shutil.rmtree(out, ignore_errors=True)
@@ -58,11 +57,11 @@ def build() -> dict:
     opwise.save(out / "opwise", meta)
     data = TrainingData(x, y, ids, models, {"id": PLATFORM["id"]})
     run = _Run(data, train_rows, test_rows, out, meta, print, blend=blend)
-    held = {"blend": blend.predict(x.iloc[test_rows], ood="none")["latency_ms"].to_numpy()}
+    held = {BLEND: blend.predict(x.iloc[test_rows], ood="none")["latency_ms"].to_numpy()}
     held.update(_fit_combined(run, opwise, ops))
     no_kernels = pd.DataFrame({"model": pd.Series(dtype=str), "latency_ms": pd.Series(dtype=float)})
     held.update(_fit_physical(run, no_kernels))
-    held[MEAN_ROUTE] = gmean([held["blend"], held["op-wise"], held[PHYSICAL]], axis=0)
+    held[MEAN] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)
     _rank(run, held)
 
     target = y.iloc[:ADAPT_ROWS].assign(latency_ms=y["latency_ms"].iloc[:ADAPT_ROWS] ** 0.9 * 1.7)

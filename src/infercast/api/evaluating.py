@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from infercast.datasets import resolve_platform, store_tables, training_data
-from infercast.predictors.bundle import COMBINED, OPWISE, OPWISE_ESTIMATE, PredictorBundle
+from infercast.predictors.bundle import OPWISE_ESTIMATE, PredictorBundle
 from infercast.predictors.errors import PredictorError
+from infercast.predictors.routes import COMBINED, OPWISE
 from infercast.store import Store
 
 

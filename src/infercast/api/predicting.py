@@ -14,6 +14,7 @@ from infercast.api.inputs import as_list, input_shape_of, model_name
 from infercast.predictors.base import Predictor
 from infercast.predictors.data import TARGETS
 from infercast.predictors.errors import PredictorError
+from infercast.predictors.routes import OPWISE, label, route_key
 
 
 def load_predictor(folder: str | Path) -> Predictor:
@@ -89,7 +90,7 @@ def _result(
     result["ood"] = bool(row["ood"])
     if result["routes"]:
         best = result["routes"][0]
-        result["route"] = best["route"]
+        result["route"], result["route_label"] = best["route"], best["route_label"]
         result["latency_ms"] = best["latency_ms"]
         result["latency_ms_interval"] = best["latency_ms_interval"]
         reasons.append(best["ood_reason"])
@@ -98,15 +99,16 @@ def _result(
     result["ood_reason"] = "; ".join(dict.fromkeys(reasons)) or None
     first = next(iter(routes.values())).iloc[i] if routes else row
     result["interval_note"] = first.get("interval_note") or None
-    if "op-wise" in routes:
-        op_row = routes["op-wise"].iloc[i]
-        result["opwise"] = {**_route("op-wise", op_row), "kernel_sum_ms": float(op_row["kernel_sum_ms"])}
+    if OPWISE in routes:
+        op_row = routes[OPWISE].iloc[i]
+        result["opwise"] = {**_route(OPWISE, op_row), "kernel_sum_ms": float(op_row["kernel_sum_ms"])}
     return result
 
 
-def _route(name: str, row: pd.Series) -> dict[str, Any]:
+def _route(route: str, row: pd.Series) -> dict[str, Any]:
     return {
-        "route": name,
+        "route": route,
+        "route_label": label(route),
         "latency_ms": float(row["latency_ms"]),
         "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
         "ood": bool(row["ood"]),
@@ -137,8 +139,8 @@ def predict_devices(
     space = spaces.pop() if len(spaces) == 1 and input_shape is None else None
     closed_form = _space_features(models, space, batches) if space else None
     graphs: dict[tuple[int, int | None], Any] = {}
-    # A predictor trained on first use (an NB201 device's blend: 3 s) trains while the models are
-    # captured: on two cores the first prediction is the longer of the two, not their sum
+    # A predictor trained on first use (an NB201 device's blend) trains while the models are
+    # captured: the first prediction takes the longer of the two, not their sum
     with ThreadPoolExecutor(max_workers=1) as pool:
         loading = pool.submit(lambda: [get_device(name) for name in devices])
         if closed_form is None:
@@ -162,6 +164,7 @@ def predict_devices(
     for i, model in enumerate(models):
         for predictor, batch, (predicted_rows, shapes) in zip(predictors, batches, columns, strict=True):
             row = predicted_rows[i]
+            route = route_key(row.get("route") or predictor.info.card["route"])
             results.append(
                 {
                     "model": model_name(model, graphs.get((i, batch))),
@@ -172,7 +175,8 @@ def predict_devices(
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
                     "ood": bool(row["ood"]),
                     "ood_reason": row["ood_reason"] or None,
-                    "route": row.get("route") or predictor.info.card.get("route"),
+                    "route": route,
+                    "route_label": label(route),
                     "card": predictor.info.card,
                 }
             )

@@ -29,15 +29,14 @@ from infercast.errors import InfercastError
 from infercast.paths import check_output_dir
 from infercast.predictors.artifact import PlatformInfo
 from infercast.predictors.blend import CascadeBlend
-from infercast.predictors.bundle import BLEND, COMBINED, OPWISE, OPWISE_ESTIMATE, PredictorBundle
+from infercast.predictors.bundle import OPWISE_ESTIMATE, PredictorBundle
 from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.folds import stratified_split
 from infercast.predictors.optable import check_e2e_table, check_op_table
 from infercast.predictors.opwise import MIN_MODELS, OpWise
-from infercast.predictors.physical import ROUTE as PHYSICAL
-from infercast.predictors.routes import MEAN_ROUTE
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL, label
 from infercast.store import Store
 from infercast.tables import read_table
 
@@ -116,7 +115,7 @@ def train(
     if {BLEND, OPWISE, PHYSICAL} <= set(held):
         from scipy.stats import gmean
 
-        held[MEAN_ROUTE] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)
+        held[MEAN] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)
     if len(held) > 1:
         run.summary["routes"] = _rank(run, held)
     return run.summary
@@ -256,7 +255,7 @@ def _rank(run: _Run, held: dict[str, np.ndarray]) -> dict[str, Any]:
         # nothing to rank them on: predict keeps the blend first
         return {"order": [], "note": "no held-out config has a prediction of every route: not ranked"}
     truth = run.data.y["latency_ms"].to_numpy(dtype=np.float64)[run.test_rows][every]
-    preferred = next(r for r in (MEAN_ROUTE, COMBINED, BLEND, *held) if r in held)
+    preferred = next(r for r in (MEAN, COMBINED, BLEND, *held) if r in held)
     routes = rank_routes(truth, {route: values[every] for route, values in held.items()}, preferred)
     PredictorBundle.save_ranking(run.out, routes)
     return routes
@@ -290,8 +289,9 @@ def rank_routes(
     return {
         "order": order,
         "held_out": figures,
-        "criterion": f"median |error| of latency on the held-out configs every route predicts; {preferred} "
-        "first unless another route is lower in 90 % of paired bootstrap resamples",
+        "criterion": f"median |error| of latency on the held-out configs every route predicts; "
+        f"{label(preferred) if preferred in predicted else preferred} first unless another route is "
+        "lower in 90 % of paired bootstrap resamples",
     }
 
 

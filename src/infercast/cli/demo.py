@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.predictors.routes import LABELS
 
 
 def _pct(value: float | None) -> str:
@@ -31,7 +32,7 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
             line += f" + a kernel campaign ({figures['kernel_campaign']})"
         routes = figures.get("routes") or {}
         if routes.get("order"):
-            line += f"; predict uses {routes['order'][0]} (best on held-out configs)"
+            line += f"; predict uses {LABELS[routes['order'][0]]} (best on held-out configs)"
         return line + f" ({figures['seconds']:.0f} s)"
     if step == "evaluate":
         parts = []
@@ -74,8 +75,8 @@ def _errors(errors: dict[str, Any]) -> str:
     if not errors["n"]:
         return "none could be measured"
     best, medians = errors["route"], errors["median_abs_error"]
-    others = ", ".join(f"{r} {v:.1%}" for r, v in medians.items() if r != best)
-    return f"median |error| {medians[best]:.1%} ({best})" + (f"; {others}" if others else "")
+    others = ", ".join(f"{LABELS[r]} {v:.1%}" for r, v in medians.items() if r != best)
+    return f"median |error| {medians[best]:.1%} ({LABELS[best]})" + (f"; {others}" if others else "")
 
 
 @app.command()
@@ -140,7 +141,7 @@ def _print_networks(networks: list[dict[str, Any]]) -> None:
             continue
         error = (n["predicted_ms"] - n["measured_ms"]) / n["measured_ms"]
         others = ", ".join(
-            f"{route} {ms / n['measured_ms'] - 1:+.0%}"
+            f"{LABELS[route]} {ms / n['measured_ms'] - 1:+.0%}"
             for route, ms in n["routes_ms"].items()
             if route != n["route"]
         )
@@ -148,7 +149,7 @@ def _print_networks(networks: list[dict[str, Any]]) -> None:
             n["model"],
             f"{n['predicted_ms']:.3g} ({n['interval'][0]:.3g}–{n['interval'][1]:.3g})",
             f"{n['measured_ms']:.3g}",
-            f"{error:+.0%} ({n['route']})",
+            f"{error:+.0%} ({LABELS[n['route']]})",
             others or "–",
             f"{n['predicted_memory_mb']:.3g} / {n['measured_memory_mb']:.3g}"
             if n["measured_memory_mb"]
@@ -175,7 +176,7 @@ def _print_summary(results: dict[str, Any]) -> None:
         held = routes["held_out"]
         summary.add_row(
             "latency routes, held-out",
-            ", ".join(f"{r} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
+            ", ".join(f"{LABELS[r]} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
             + f" median |error| (n={held[routes['order'][0]]['n']}); predict uses the first",
         )
     summary.add_row("real networks", _errors(results["network_errors"]))

@@ -86,9 +86,11 @@ def show(
     table = Table(title=f"accuracy card ({card['protocol']})")
     for column in ("predictor", "n", "±10 %", "median err", "Spearman", "90 % cover"):
         table.add_column(column, justify="left" if column == "predictor" else "right")
-    table.add_row(card.get("route", "this predictor"), str(card["n"]), *_card_cells(card))
+    from infercast.predictors.routes import LABELS
+
+    table.add_row(LABELS.get(card.get("route", ""), "this predictor"), str(card["n"]), *_card_cells(card))
     for route, figures in card.get("other_routes", {}).items():
-        table.add_row(f"  {route}", str(figures["n"]), *_card_cells(figures))
+        table.add_row(f"  {LABELS.get(route, route)}", str(figures["n"]), *_card_cells(figures))
     for baseline, figures in card.get("baselines", {}).items():
         table.add_row(f"  {baseline} baseline", str(figures["n"]), *_card_cells(figures))
     console.print(table)

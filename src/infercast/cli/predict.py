@@ -55,14 +55,13 @@ def predict(
     if as_json:
         print_json(results)
         return
-    from infercast.predictors.physical import ROUTE as PHYSICAL
-    from infercast.predictors.routes import MEAN_ROUTE
+    from infercast.predictors.routes import LABELS, MEAN, PHYSICAL
 
-    # long route names, shortened in the table (and spelled out under it): its cells stay one line
-    short_routes = {MEAN_ROUTE: "mean of 3", PHYSICAL: "Σ cost × work"}
+    # long route labels, shortened in the table (and spelled out under it): its cells stay one line
+    short_routes = {MEAN: "mean of 3", PHYSICAL: "Σ cost × work"}
 
     def short(route: str) -> str:
-        return short_routes.get(route, route)
+        return short_routes.get(route, LABELS.get(route, route))
 
     table = Table(title=f"predicted by {predictor}")
     columns = ("model", "latency ms (90 % interval)", "route", "other routes ms", "peak memory MB")
@@ -79,8 +78,7 @@ def predict(
     console.print(table)
     shown = {o["route"] for r in results for o in r["routes"]}
     for route in sorted(shown & set(short_routes)):
-        if not route.startswith(short_routes[route]):
-            console.print(f"{short_routes[route]}: {route}", highlight=False)
+        console.print(f"{short_routes[route]}: {LABELS[route]}", highlight=False)
     for r in results:
         if r.get("interval_note"):
             console.print(f"interval of {r['model']}: {r['interval_note']}")

@@ -46,8 +46,8 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
     spec = dict(backend_spec)
     backend = backends.get(spec.pop("name"), **spec)
     # The collections between models (what the last one left must not count in the next one's
-    # peak) each walked every object PyTorch, ONNX and ONNX Runtime created on import: 0.1 s a
-    # time, 0.3 s of every config. Frozen, those objects are never scanned again.
+    # peak) each walked every object PyTorch, ONNX and ONNX Runtime created on import, a good part
+    # of every config's time. Frozen, those objects are never scanned again.
     gc.collect()
     gc.freeze()
     session = None

@@ -1,11 +1,11 @@
 """A predictor directory as ``infercast train`` / ``adapt`` writes it, with its latency routes.
 
     FOLDER/             the main predictor: CascadeBlend (train), Adapted or DeviceAdapted (adapt)
-    FOLDER/opwise/      OpWise: kernels + overhead                          (route "op-wise")
-    FOLDER/combined/    CascadeBlend given the op-wise estimate             (route "blend + op-wise")
-    FOLDER/physical/    PhysicalLatency: Σ cost × work on device features   (route "Σ cost × work …")
-    FOLDER/routes.json  the routes ranked on held-out configs; the geometric mean of blend,
-                        op-wise and Σ cost × work is a route of its own, computed from theirs
+    FOLDER/opwise/      OpWise: kernels + overhead                          (route "opwise")
+    FOLDER/combined/    CascadeBlend given the op-wise estimate             (route "combined")
+    FOLDER/physical/    PhysicalLatency: Σ cost × work on device features   (route "physical")
+    FOLDER/routes.json  the routes ranked on held-out configs, by key; the geometric mean of blend,
+                        op-wise and Σ cost × work is a route of its own ("mean"), computed from theirs
 
 ``PredictorBundle`` is the one place that knows this layout: training writes each route with
 ``save_route`` and the ranking with ``save_ranking``; prediction loads the whole bundle and asks
@@ -29,10 +29,8 @@ from infercast.predictors.data import feature_frame
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.ood import either_ood
-from infercast.predictors.physical import ROUTE as PHYSICAL
-from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL, geometric_mean, route_key
 
-BLEND, OPWISE, COMBINED = "blend", "op-wise", "blend + op-wise"
 # the routes a bundle may hold beside the main predictor, each in a directory of its own
 ROUTE_DIRS: dict[str, str] = {OPWISE: "opwise", COMBINED: "combined", PHYSICAL: "physical"}
 RANKING_FILE = "routes.json"
@@ -117,7 +115,7 @@ class PredictorBundle:
         if physical is not None:
             routes[PHYSICAL] = physical.predict(device_feature_frame(graphs)).reset_index(drop=True)
             if BLEND in routes and OPWISE in routes:
-                routes[MEAN_ROUTE] = geometric_mean(
+                routes[MEAN] = geometric_mean(
                     routes[BLEND].reset_index(drop=True),
                     routes[OPWISE].reset_index(drop=True),
                     routes[PHYSICAL],
@@ -127,11 +125,18 @@ class PredictorBundle:
 
 
 def read_ranking(folder: str | Path) -> list[str]:
-    """The routes' order ``train`` saved in ``routes.json`` (empty if it saved none)."""
+    """The routes' order ``train`` saved in ``routes.json``, by key (empty if it saved none); a
+    name no route has is refused."""
     path = Path(folder) / RANKING_FILE
     try:
-        return [str(r) for r in json.loads(path.read_text())["order"]]
+        order = json.loads(path.read_text())["order"]
     except FileNotFoundError:
         return []
     except (ValueError, KeyError, TypeError) as error:
         raise PredictorError(f"{path}: damaged ({error}); retrain with `infercast train`") from error
+    if not isinstance(order, list):
+        raise PredictorError(f"{path}: damaged ('order' is not a list); retrain with `infercast train`")
+    try:
+        return [route_key(str(name)) for name in order]
+    except PredictorError as error:
+        raise PredictorError(f"{path}: {error}") from None

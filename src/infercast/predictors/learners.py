@@ -44,10 +44,9 @@ def native_load(path: Path, kind: str, suffix: str) -> Iterator[None]:
 
 
 # Rows per training thread. Boosting and forest fits on the tables infercast learns from (tens to
-# tens of thousands of rows) spend more on waking threads than the threads save: on the 2-core
-# development VM, 150 XGBoost rounds on 200 / 5,000 / 100,000 rows took 0.65 / 1.5 / 5.4 s on one
-# thread and 1.1 / 2.9 / 9.4 s on two; 300 LightGBM rounds on 2,000 rows 0.9 s against 5.0 s.
-# Prediction keeps ``n_jobs`` threads: a million rows through XGBoost took 4.3 s on two, 7.9 s on one.
+# tens of thousands of rows) spend more on waking threads than the threads save: on two cores one
+# thread fitted XGBoost and LightGBM faster up to a hundred thousand rows (docs/predict.md,
+# "Threads"). Prediction keeps ``n_jobs`` threads: a million rows is where two threads pay off.
 ROWS_PER_FIT_THREAD = 100_000
 
 

@@ -16,7 +16,7 @@ def regression_metrics(
 ) -> dict[str, Any]:
     """R² (on the raw scale and on logs), MAE, MAPE, RMSPE, share within ±5 % / ±10 %, Spearman,
     Kendall and, given interval bounds, their coverage and median relative width."""
-    # SciPy's statistics load when something is scored (1.4 s): a prediction never scores
+    # SciPy's statistics load when something is scored: a prediction never scores
     from scipy import stats
 
     truth = np.asarray(truth, dtype=np.float64)

@@ -27,7 +27,6 @@ from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
 from infercast.predictors.metrics import log_r2_score, regression_metrics
 
-ROUTE = "Σ cost × work (device features)"
 # a feature this many times beyond the training range is outside what the costs were fitted on
 _RANGE_SLACK = 2.0
 

@@ -1,4 +1,5 @@
-"""Latency routes combined: the geometric mean of several routes' predictions of the same models.
+"""Latency routes: the ways a predictor predicts latency, each a key code uses and a label people
+read, and the geometric mean of several routes' predictions of the same models.
 
 Routes whose errors have different causes (the blend follows networks like its training configs,
 the op-wise route adds up kernels seen in other networks, Σ cost × work adds up a network's work
@@ -14,17 +15,50 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from infercast.predictors.ood import either_ood
+from infercast.predictors.errors import PredictorError
 
-MEAN_ROUTE = "geometric mean of blend, op-wise and Σ cost × work"
+BLEND, OPWISE, COMBINED, PHYSICAL, MEAN = "blend", "opwise", "combined", "physical", "mean"
+# a figure of the op-wise route on the phones' own measured op rows (a card's, not a user's route)
+OPWISE_OWN_OPS = "opwise-own-ops"
+# route → what a table, a card or a report shows
+LABELS: dict[str, str] = {
+    BLEND: "blend",
+    OPWISE: "op-wise",
+    COMBINED: "blend + op-wise",
+    PHYSICAL: "Σ cost × work (device features)",
+    MEAN: "geometric mean of blend, op-wise and Σ cost × work",
+    OPWISE_OWN_OPS: "op-wise on usc-mobile's own op rows (not a user's path)",
+}
+# the names predictor directories (routes.json) and shipped cards used before routes had keys
+_BEFORE_KEYS = {
+    **{text: route for route, text in LABELS.items()},
+    "cascade blend (nb201 features)": BLEND,
+    "op-wise (TFLite GPU kernels + overhead)": OPWISE,
+}
+
+
+def route_key(name: str) -> str:
+    """The route ``name`` is: a key, or the label an earlier infercast wrote for it."""
+    if name in LABELS:
+        return name
+    if name in _BEFORE_KEYS:
+        return _BEFORE_KEYS[name]
+    raise PredictorError(f"unknown latency route {name!r}; routes: {', '.join(LABELS)}")
+
+
+def label(route: str) -> str:
+    """What people read for ``route``."""
+    return LABELS[route_key(route)]
 
 
 def geometric_mean(*predictions: pd.DataFrame) -> pd.DataFrame:
     """Row by row, the geometric mean of the predictions' ``latency_ms``; the 90 % interval spans
     theirs (wider than it needs: a calibrated interval of the mean is not fitted), ``ood`` if any
     route doubts the model, with every reason."""
-    # SciPy's statistics load when this route is asked for (1.4 s): a phone's route never is
+    # SciPy loads when this route is asked for: a phone's route and the CLI's labels never are
     from scipy.stats import gmean
+
+    from infercast.predictors.ood import either_ood
 
     ood, reasons = either_ood(*predictions)
     return pd.DataFrame(

@@ -38,7 +38,7 @@ class DeviceScreener:
 
     def __init__(self, device: str, space: Any) -> None:
         from infercast.predictors.devices import cards, source_of
-        from infercast.predictors.physical import ROUTE
+        from infercast.predictors.routes import PHYSICAL, label
         from infercast.space import get, names
 
         if not space.has_device_features:
@@ -53,7 +53,7 @@ class DeviceScreener:
         source = source_of(device)
         self.model = source.physical(device)
         self.input_side = source.INPUT_SIDE
-        self.route = ROUTE
+        self.route = PHYSICAL
         self.feature_names_ = list(self.model.columns_)
         self.targets_ = {"latency": self.model}
         self.unavailable_ = {
@@ -66,7 +66,7 @@ class DeviceScreener:
         self.card = card.get("other_routes", {}).get(self.route, card)
         self.note = (
             f"`infercast predict --device {device}` on the shortlist gives the card's route, "
-            f"{card.get('route')}: it needs each network's graph"
+            f"{label(card['route']) if card.get('route') else 'unknown'}: it needs each network's graph"
             if card.get("route") != self.route
             else ""
         )

@@ -110,8 +110,8 @@ def stage_one(
         for target, values in fast.items():
             frame[f"_fast_{target}"] = values
         frame["_violation"] = worst
-        # the features ride along, so stage 2 does not compute them again (a million survivors of
-        # mobile-nas took 2 s to featurise twice); flops and params also serve as objectives
+        # the features ride along, so stage 2 does not compute them again for a million survivors;
+        # flops and params also serve as objectives
         frame = pd.concat([frame, features.reset_index(drop=True).add_prefix("f_")], axis=1)
         survived += int(keep.sum())
         part = frame[keep]

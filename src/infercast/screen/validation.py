@@ -35,7 +35,7 @@ def validate(
     """Measure the shortlist (and ``probe_rejected`` of the rejected candidates nearest the
     budgets) on this machine, on the predictor's platform; store the measurements; report
     predicted vs measured and the budget classification."""
-    # measuring imports torch (1.4 s): a screening that validates nothing should not pay it
+    # measuring imports torch: a screening that validates nothing should not pay for it
     from infercast.measurement import backends, run_campaign
 
     platform = predictor.info.platform

@@ -203,7 +203,7 @@ class Space(ABC):
         drawn = pd.DataFrame(self.draw(rng, n, stratified))
         # rows breaking a cross-parameter constraint are drawn again (none in most spaces), and
         # only those are checked again: a restriction of carb-resnet draws depths blind to the
-        # block and takes ~20 rounds, each of which checked the whole frame (3 s a million rows)
+        # block and takes ~20 rounds, each of which would otherwise check the whole frame again
         kept = []
         for _ in range(100):
             valid = self.valid_rows(drawn)

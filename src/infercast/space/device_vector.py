@@ -105,7 +105,7 @@ class KernelTotals:
 
 
 # rows walked at once: every template adds a few arrays of this length, which then stay in the
-# CPU caches (32 k rows: 2.2× faster here than 250 k at once)
+# CPU caches (benchmarks/featurize_speed.py)
 _BLOCK = 32_768
 
 

@@ -71,8 +71,8 @@ class Backend(ABC):
     # session runs from are the model's own) or only before ``open`` (the session holds its own
     # copy, and what ``prepare`` built to get there is released first).
     memory_from_load: ClassVar[bool] = True
-    # fixed models every campaign re-measures to estimate the platform's drift (measure.sentinels);
-    # on this project's 2-core CPU at 1 thread ~0.2, ~2.4 and ~9 ms
+    # fixed models every campaign re-measures to estimate the platform's drift
+    # (measurement.sentinels): a small, a medium and a large one, an order of magnitude apart
     sentinels: ClassVar[dict[str, str]] = {
         "small": carb_resnet_model(depth=10, width=0.5, input_size=64, batch=1),
         "medium": carb_resnet_model(depth=18, width=0.75, input_size=96, batch=1),

@@ -48,7 +48,7 @@ from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import DEVICE_FEATURES, device_feature_frame
 from infercast.predictors.opwise import OpWise
 from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import MEAN_ROUTE, geometric_mean
+from infercast.predictors.routes import MEAN, geometric_mean
 
 if TYPE_CHECKING:
     from infercast.predictors.blend import CascadeBlend
@@ -57,16 +57,15 @@ CONFIGS_FILE = "ort_cpu_configs.parquet"
 OPS_FILE = "ort_cpu_ops.parquet"
 KERNEL_NETWORKS_FILE = "ort_cpu_kernel_networks.parquet"
 META_FILE = "ort_cpu.json"
-ROUTE = MEAN_ROUTE
 # a host learned from 128–224² inputs: no one input side marks a network as unlike its training
 INPUT_SIDE = None
-# settings chosen when the routes trained on first use (the defaults take 23 s here): the op-wise
-# route with one learner (XGBoost, the one cross-validation picked for most kernel types here) and
-# 100 trees instead of choosing among three with 400; the blend with the NB201 devices' tree counts.
+# settings chosen when the routes trained on first use (the defaults take too long for that): the
+# op-wise route with one learner (XGBoost, the one cross-validation picked for most kernel types)
+# and 100 trees instead of choosing among three with 400; the blend with the NB201 devices' counts.
 # One overhead form, as when the card was measured: the card's real networks were measured on that
 # host, and a route trained otherwise would ship with a card that no longer describes it
-OPWISE = {"kernel_learner": "xgboost", "n_estimators": 100, "overhead": "auto"}
-BLEND = {"n_estimators": 200, "forest_estimators": 100}
+OPWISE_PARAMS = {"kernel_learner": "xgboost", "n_estimators": 100, "overhead": "auto"}
+BLEND_PARAMS = {"n_estimators": 200, "forest_estimators": 100}
 
 
 @cache
@@ -154,7 +153,7 @@ class Routes:
     def save(self, folder: Path, name: str) -> None:
         self.blend.save(folder / "blend", {"device": name})
         self.opwise.save(folder / "opwise", {"device": name})
-        (folder / "meta.json").write_text(json.dumps({"device": name, "route": ROUTE}))
+        (folder / "meta.json").write_text(json.dumps({"device": name, "route": MEAN}))
 
     @classmethod
     def load(cls, folder: Path) -> Routes:
@@ -177,8 +176,8 @@ def train_routes(name: str) -> Routes:
     from infercast.predictors.blend import CascadeBlend
 
     x, e2e, ops, kernel_ops = training_tables(name)
-    blend = CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, e2e[["latency_ms"]])
-    opwise = OpWise(seed=0, **OPWISE).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
+    blend = CascadeBlend(order=("latency",), seed=0, **BLEND_PARAMS).fit(x, e2e[["latency_ms"]])
+    opwise = OpWise(seed=0, **OPWISE_PARAMS).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
     return Routes(blend, opwise)
 
 
@@ -202,7 +201,7 @@ class OrtCpuDevice:
         by_work = self.physical.predict(device_feature_frame(graphs))
         mean = geometric_mean(blend, opwise, by_work.reset_index(drop=True))
         return mean.assign(
-            route=ROUTE,
+            route=MEAN,
             model_level_ms=blend["latency_ms"].to_numpy(),
             opwise_ms=opwise["latency_ms"].to_numpy(),
             physical_ms=by_work["latency_ms"].to_numpy(),

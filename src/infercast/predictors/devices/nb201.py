@@ -23,6 +23,7 @@ from infercast.graph import Graph
 from infercast.predictors.data import feature_frame
 from infercast.predictors.devices.common import DeviceInfo, cards, data_file, trained_once
 from infercast.predictors.errors import PredictorError
+from infercast.predictors.routes import BLEND
 
 if TYPE_CHECKING:
     from infercast.predictors.blend import CascadeBlend
@@ -32,12 +33,10 @@ FEATURES = "nb201_features.parquet"
 PREFIX = "nb201/"
 SOURCE = "NAS-Bench-201 latency of HELP (HayeonLee/HELP, MIT) and HW-NAS-Bench"
 SETTINGS = {"threads": 1}
-ROUTE = "cascade blend (nb201 features)"
 # trained on first use, so sized for it: 100 boosted / 50 randomized trees and 3 folds train in
-# 3.1 s where 200 / 100 and 5 folds took 6.7 s (an Intel Xeon 2-core VM), and the 27 cards did not
-# move: median ±10 % 97.8 → 98.1 %, median error 1.6 %, coverage 91.0 % (RESULTS.md, Device cards
-# 2026-12-02 19:20 UTC)
-BLEND = {"n_estimators": 100, "forest_estimators": 50, "n_folds": 3}
+# half the time of 200 / 100 and 5 folds, and the 27 cards did not move (benchmarks/history/
+# device_cards.md)
+BLEND_PARAMS = {"n_estimators": 100, "forest_estimators": 50, "n_folds": 3}
 _GPUS = ("1080ti", "2080ti", "titan_rtx", "titanx", "titanxp")
 _CPUS = ("gold", "silver")
 _PHONES = ("pixel2", "pixel3", "samsung_a50", "samsung_s7", "essential_ph_1")
@@ -127,7 +126,7 @@ class Nb201Device:
         y = pd.DataFrame(
             {"latency_ms": table()[self.info.name.removeprefix(PREFIX)].to_numpy(dtype=np.float64)}
         )
-        return CascadeBlend(order=("latency",), seed=0, **BLEND).fit(x, y)
+        return CascadeBlend(order=("latency",), seed=0, **BLEND_PARAMS).fit(x, y)
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         foreign = [g.name for g in graphs if not g.name.startswith("space:nb201")]
@@ -143,7 +142,7 @@ class Nb201Device:
         self._check_batch(rows["batch"])
         predicted = self.blend.predict(feature_frame(rows, SETTINGS)).reset_index(drop=True)
         out = predicted[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].copy()
-        out["route"] = ROUTE
+        out["route"] = BLEND
         return out
 
     def _check_batch(self, batches: pd.Series) -> None:

@@ -27,9 +27,9 @@ from infercast.predictors.devices.common import ship as ship_trained
 from infercast.predictors.fusion import TFLITE, kernel_table
 from infercast.predictors.optable import SHAPE_COLUMNS, WEIGHTED_TYPES
 from infercast.predictors.opwise import OpWise
+from infercast.predictors.routes import OPWISE
 
 TABLE = "usc_gpu_ops.parquet"
-ROUTE = "op-wise (TFLite GPU kernels + overhead)"
 PHONES = ("pixel4", "s10", "mi8se", "a03s", "iphone7", "iphonexs")
 OP_TYPES = {
     "CONV_2D": "conv",
@@ -201,10 +201,9 @@ def training_ops(phone: str, models: list[str] | None = None) -> pd.DataFrame:
     return on_phone(ops[list(COLUMNS)], phone).assign(latency_ms=ops[f"latency_ms@{phone}"].to_numpy())
 
 
-# 400 boosting rounds per kernel type (2.1–2.5 MB zipped per phone; the routes ship trained, so their
-# training time is no user's): families held out, on usc-mobile's own op rows, pixel4 ±10 % 90.2 /
-# 89.2 % (seeds 0 / 1) against 85.3 / 84.3 % with 150 rounds, s10 83.3 / 82.4 % and a03s 79.4 %
-# unchanged; 800 rounds gave pixel4 91.2 % at 4.3 MB a phone.
+# 400 boosting rounds per kernel type (the routes ship trained, so their training time is no
+# user's): with families held out, more accurate on pixel4 than 150 rounds and as accurate on the
+# others; 800 rounds gained a point at twice the size a phone (benchmarks/history/usc_opwise.md).
 KERNEL_TREES = 400
 
 
@@ -225,7 +224,7 @@ def ship(name: str, e2e: pd.Series, families: pd.Series) -> Path:
     first use took 5–7 s of a first prediction's 10–15 s."""
     model = fit_opwise(name.split("/")[0], e2e, families)
     return ship_trained(
-        lambda folder: model.save(folder, {"device": name, "route": ROUTE}), routes_archive(name)
+        lambda folder: model.save(folder, {"device": name, "route": OPWISE}), routes_archive(name)
     )
 
 

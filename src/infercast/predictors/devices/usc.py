@@ -21,7 +21,8 @@ from infercast.predictors.devices import tflite_gpu
 from infercast.predictors.devices.common import DeviceInfo, cards, data_file, trained_once
 from infercast.predictors.devices.costs import estimator
 from infercast.predictors.devices.features import device_feature_frame
-from infercast.predictors.physical import ROUTE, PhysicalLatency
+from infercast.predictors.physical import PhysicalLatency
+from infercast.predictors.routes import OPWISE, PHYSICAL
 
 TABLE = "usc_networks.parquet"
 SOURCE = "usc-mobile (qed-usc/mobile-ml-benchmark, MIT; Li, Paolieri, Golubchik, EdgeSys '24)"
@@ -126,7 +127,7 @@ class UscDevice:
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x = device_feature_frame(graphs)
         out = self.model.predict(x)
-        out["route"] = ROUTE
+        out["route"] = PHYSICAL
         if self.opwise is not None:
             out["model_level_ms"] = out["latency_ms"]
             ops = tflite_gpu.on_phone(
@@ -146,7 +147,7 @@ class UscDevice:
                             "ood_reason",
                         ):
                             out.at[i, column] = row[column]
-                        out.at[i, "route"] = tflite_gpu.ROUTE
+                        out.at[i, "route"] = OPWISE
         for i, graph in enumerate(graphs):
             side = tuple(graph.input_shape[2:])
             if side != (INPUT_SIDE, INPUT_SIDE):
