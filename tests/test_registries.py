@@ -28,11 +28,12 @@ def test_each_backend_of_the_registry_is_named_as_users_type_it() -> None:
         assert backend_class(name).name == name
 
 
-def test_the_backend_help_lists_the_registry() -> None:
-    shown = infercast("measure", "--help")
+def test_the_help_lists_the_backend_and_space_registries() -> None:
+    shown = infercast("profile", "--help")
     assert shown.returncode == 0
-    for name in BACKENDS:
-        assert name in shown.stdout
+    text = " ".join(shown.stdout.replace("│", " ").split())
+    for name in [*BACKENDS, *space.names()]:
+        assert name in text, name
 
 
 def test_every_executor_takes_the_spec_first() -> None:

@@ -18,6 +18,7 @@ from rich.progress import (
 
 from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
 from infercast.cli.options import (
+    SPACES,
     Backend,
     CapS,
     Energy,
@@ -153,7 +154,9 @@ def _print_measured(results: list[dict[str, Any]], title: str) -> None:
 @app.command()
 def profile(
     space: str | None = typer.Option(
-        None, "--space", help="design space name or YAML file (with --kernels: a restriction of kernels)"
+        None,
+        "--space",
+        help=f"design space ({SPACES}) or YAML file (with --kernels: a restriction of kernels)",
     ),
     kernels: bool = typer.Option(
         False,

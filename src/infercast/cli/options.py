@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from infercast.measurement.backends import BACKENDS
+from infercast.space import names as space_names
 
 
 def choices(names: list[str] | tuple[str, ...]) -> str:
@@ -16,6 +17,8 @@ def choices(names: list[str] | tuple[str, ...]) -> str:
 
 
 Backend = Annotated[str, typer.Option("--backend", help=choices(list(BACKENDS)))]
+# the built-in design spaces, for the options that take one
+SPACES = choices(space_names())
 Threads = Annotated[int, typer.Option("--threads", help="intra-op threads")]
 OptLevel = Annotated[str, typer.Option("--opt-level", help="ONNX Runtime graph optimisation level")]
 WarmupS = Annotated[float, typer.Option("--warmup-s", help="seconds of untimed inferences after loading")]

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Table, app, console, print_json, run_guarded
-from infercast.cli.options import protocol_of
+from infercast.cli.options import SPACES, protocol_of
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
 
@@ -82,7 +82,7 @@ ModelTimeoutS = Annotated[
 def screen(
     predictor: PredictorDir = None,
     device: Device = None,
-    space: str | None = typer.Option(None, "--space", help="design space name or YAML file to sample"),
+    space: str | None = typer.Option(None, "--space", help=f"design space ({SPACES}) or YAML file to sample"),
     n_text: Count = "1000000",
     seed: int = typer.Option(0, "--seed"),
     configs: Configs = None,

@@ -23,11 +23,9 @@ class MetaShapeProp(ShapeProp):
     instead of running them: activations and normalisations keep their input's shape, arithmetic
     broadcasts, concatenation sums one axis, a linear layer replaces the last and an adaptive
     average pool the spatial ones. PyTorch runs these ops on meta tensors through Python
-    decompositions (``torch._refs``): slower, and the first such call imports TorchDynamo (1.2 s
-    on this VM; pytorchcv's resnet18 captured on meta in 2.2–2.4 s before these rules, 0.7–0.8 s
-    after). Capturing the 36 real networks of benchmarks/real_networks.txt and two
-    design-space configs twice, interleaved with the run of every activation and normalisation:
-    15.7 s against 25.9 s; 152 zoo and design-space graphs identical with and without the rules."""
+    decompositions (``torch._refs``): slower, and the first such call imports TorchDynamo, which
+    a first capture should not wait for. The graphs are identical with and without the rules (a
+    test holds zoo and design-space graphs equal; ``benchmarks/first_prediction.py`` the time)."""
 
     def call_module(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         module = self.fetch_attr(target)

@@ -80,8 +80,8 @@ def bootstrap_median_ci(
     samples at or below it, found by a binary search over all samples sorted once, run for every
     resample at once (each step counts, per round, its samples at or below by ``searchsorted``;
     memory stays that of the samples). Concatenating each resample and taking its median gives the
-    same numbers but cost the engine 0.16–0.20 s between two rounds of a fast model (39,000 samples,
-    300 resamples; ``benchmarks/bootstrap_ci.py``)."""
+    same numbers but stalls the engine between two rounds of a fast model
+    (``benchmarks/bootstrap_ci.py``)."""
     arrays = [np.sort(np.asarray(r, dtype=np.float64)) for r in rounds]
     picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))
     drawn = np.zeros((resamples, len(arrays)), dtype=np.int64)

@@ -26,9 +26,9 @@ SENTINEL_PREFIX = "sentinel:"
 
 def sentinel_protocol(protocol: Protocol) -> Protocol:
     """The campaign's protocol with rounds of 0.1 s at most and 2 s of timing per sentinel at
-    most, so a pass costs seconds (a one-model ``measure --db`` with the default protocol took 8 s
-    without passes, 29 s with two passes in its 0.3 s rounds, 22 s in these), while a 2–9 ms
-    sentinel still gets 60 or more timed runs in six rounds."""
+    most, so a pass costs seconds (in the campaign's own rounds two passes took longer than the
+    measurement they framed), while a 2–9 ms sentinel still gets 60 or more timed runs in six
+    rounds."""
     return replace(protocol, round_s=min(protocol.round_s, 0.1), cap_s=min(protocol.cap_s, 2.0))
 
 

@@ -57,7 +57,7 @@ _RANDOM_FILLS = frozenset(
 class _RandomFillsSkipped(TorchFunctionMode):
     """Builds a model on the meta device without running the random fills of its weight
     initialisation: on meta tensors they fill nothing, yet PyTorch runs them through Python
-    decompositions whose first call imports TorchDynamo (1.2 s; pytorchcv's MobileNets, GhostNet and
+    decompositions whose first call imports TorchDynamo (pytorchcv's MobileNets, GhostNet and
     DiCENet call ``kaiming_normal_``)."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -97,9 +97,9 @@ def capture_model(
 
     A graph depends on the architecture, not on the weights: zoo and design-space strings are
     built on the meta device, which allocates and initialises no weights and propagates shapes
-    without fake tensors (the 36 real networks of benchmarks/real_networks.txt: 29 s → 10 s, the
-    same graphs). A model whose code makes tensors of its own on the CPU cannot run on meta; it
-    is built again with weights, which also gives any error its usual message."""
+    without fake tensors (the same graphs, several times faster). A model whose code makes tensors
+    of its own on the CPU cannot run on meta; it is built again with weights, which also gives any
+    error its usual message."""
     if builds_without_weights(model):
         try:
             with torch.device("meta"), _RandomFillsSkipped():

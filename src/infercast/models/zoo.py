@@ -74,7 +74,7 @@ def _require(zoo: str) -> None:
 def _pytorchcv_builders() -> dict[str, tuple[str, str]] | None:
     """Each pytorchcv model name's (module, function), read from the source of pytorchcv's
     ``model_provider`` without running it: importing it imports all of its 150 model modules,
-    torchvision and TorchDynamo among them (1.5–1.9 s on this VM). None
+    torchvision and TorchDynamo among them, which one model never needs. None
     when that file is not laid out as in the pinned release (a name table ``_models`` of
     functions imported ``from .models.X``); the caller imports it then."""
     spec = importlib.util.find_spec("pytorchcv.model_provider")

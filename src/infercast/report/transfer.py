@@ -77,7 +77,7 @@ def transfer_matrix(
             continue
         order = tuple(t for t in ("memory", "energy", "latency") if own.y[TARGETS[t]].notna().any())
         say(f"training on {labels[source['id']]} ({int(train.sum())} configs)")
-        # one thread: OpenMP's spin-waiting made two threads 15× slower on a busy 2-core host
+        # one thread: OpenMP's spin-waiting made two threads many times slower on a busy host
         blend = CascadeBlend(
             order=order,
             n_estimators=n_estimators,

@@ -12,9 +12,8 @@ the sentinel's median log reading over all passes of the platform.
   are used (``basis="within one campaign"``): that misses what changes between sessions, and is
   said so.
 - **spread by size**: the same root-mean-square difference for each sentinel alone. How far a
-  session moves a model depends on its size (on this project's CPU, between two sessions half
-  an hour apart: +2 % for the 0.2 ms sentinel, +9 % for the 2 ms one, +5 % for the 9 ms one —
-  working sets near the shared cache's size suffer most from a neighbour's), so a measurement's
+  session moves a model depends on its size (working sets near the shared cache's size suffer
+  most from a neighbour's: benchmarks/measure_repeatability.py), so a measurement's
   spread is interpolated between the sentinels' by log latency (flat beyond them).
 - **session CI** of a measurement: ``[m·e^-h, m·e^h]`` with ``h = sqrt(h_w² + (1.96·σ(m))²)``,
   ``h_w`` the log half-width of its within-session bootstrap CI, ``σ(m)`` its spread by size.
@@ -24,12 +23,11 @@ the sentinel's median log reading over all passes of the platform.
 - **steady latency** ``steady_ms = low_ms · e^(−h)``: a measurement at the host's usual speed.
   ``h`` (``host_effect``) is how much slower than usual the host ran when the measurement was
   taken: its campaign's pass effects on ``low_ms``, each sentinel weighted by the inverse square
-  of its typical coefficient of variation (the ~1.4 ms sentinel's rounds scatter 3–11 % on this
-  VM and would otherwise move the effect of every pass), linear in time between the passes
-  around it. This
-  host sped up or slowed down every model alike by up to 19 % for minutes at a time (36
-  networks measured in two campaigns 18 minutes apart: ``low_ms`` 18.8 % apart at the median,
-  the ratio's spread over the networks 1.5 %); ``steady_ms`` put them 0.6 % apart.
+  of its typical coefficient of variation (a sentinel whose rounds scatter widely would otherwise
+  move the effect of every pass), linear in time between the passes
+  around it. A host that speeds up or slows down every model alike for minutes at a time moves
+  ``low_ms`` between campaigns, and ``steady_ms`` takes that out (docs/measure.md, "Steady
+  latency").
 
 Pure numpy / pandas on the store's frames; ``Store`` calls it.
 """

@@ -14,10 +14,10 @@ the host, runtime, settings and campaigns) is built by ``python tools/device_tab
 
 The predictor is three routes: the cascade blend on graph features and the op-wise route
 (kernel regressors + overhead model), trained by the same builder from those tables and shipped
-trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON, 1.4 MB zipped;
-training them on first use took 3.5 s, which put a first prediction over 10 s whenever the
-machine ran slow), and the Σ cost × work model on device features (``predictors.physical``, as for
-the phones) of the configs and the kernel networks, fitted in milliseconds on every use. Its
+trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON; training them on
+first use made a first prediction slow), and the Σ cost × work model on device features
+(``predictors.physical``, as for the phones) of the configs and the kernel networks, fitted on
+every use. Its
 latency is their geometric mean. Their errors have different causes (the blend follows networks
 like the training ones; the op-wise route adds up kernels it has seen in other networks; Σ cost ×
 work adds up the network's work at fitted rates), and the choice was made on the training configs

@@ -6,7 +6,7 @@ and fpga columns come from HW-NAS-Bench (Li et al., ICLR 2021). What ships
 (``data/nb201_cells.parquet`` and ``nb201_features.parquet``, built by
 ``python tools/device_tables.py``) is a random 1,000 of the 15,625 cells with each
 device's latency (ms) and their ``nb201`` space features. A device's predictor is the cascade
-blend (latency only) on those features, trained on first use (3 s) and kept in the user
+blend (latency only) on those features, trained on first use (in seconds) and kept in the user
 cache (``common.cache_root``) as a normal predictor directory.
 """
 

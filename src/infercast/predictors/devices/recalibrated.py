@@ -185,8 +185,8 @@ class DeviceAdapted(Predictor):
 
 
 def shipped_sources(names: set[str] | None = None) -> dict[str, PhysicalLatency]:
-    """Every shipped Σ cost × work predictor — the phone settings' and the hosts' (about 1 s to
-    fit all 91) — or those of ``names``."""
+    """Every shipped Σ cost × work predictor — the phone settings' and the hosts' — or those of
+    ``names``."""
     from infercast.predictors.devices import hosts, usc
 
     return {

@@ -96,8 +96,8 @@ def names() -> list[str]:
 
 def physical(name: str) -> PhysicalLatency:
     """The Σ cost × work predictor of one setting, fitted on the 102 networks on first use and
-    kept in the user cache: the fit imports SciPy's optimiser and scikit-learn's folds (~2 s, more
-    than the fit), loading it neither."""
+    kept in the user cache: the fit imports SciPy's optimiser and scikit-learn's folds (slower than
+    the fit itself), loading it neither."""
 
     def fit() -> PhysicalLatency:
         networks = table()
