@@ -524,8 +524,10 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     assert [r["route"] for r in row["routes"]] == ranking["order"] and row["route"] == ranking["order"][0]
     assert row["latency_ms"] == row["routes"][0]["latency_ms"] > 0
     table = infercast("predict", "--predictor", out, config)
-    # the table shortens Σ cost × work's name to what precedes its parenthesis
-    assert table.returncode == 0 and ranking["order"][0].split(" (")[0] in table.stdout, table.stderr
+    # the table shows the first route by its label (Σ cost × work's shortened to what precedes its
+    # parenthesis, the mean's spelled out under the table)
+    first = LABELS[ranking["order"][0]]
+    assert table.returncode == 0 and first.split(" (")[0] in table.stdout, table.stderr
 
     evaluated = infercast("evaluate", "--predictor", out, "--db", db, "--json")
     assert evaluated.returncode == 0, evaluated.stderr

@@ -88,8 +88,8 @@ class Predictor:
     """The base of every predictor kind (see the module's docstring for the contract).
 
     ``get_params`` and ``set_params`` read the parameters off ``__init__``'s signature, as
-    scikit-learn's ``BaseEstimator`` does; it is not the base class because importing it costs
-    ~0.7 s, which a phone's prediction (a ``PhysicalLatency``) would pay for nothing."""
+    scikit-learn's ``BaseEstimator`` does; it is not the base class because importing it loads
+    SciPy, which a phone's prediction (a ``PhysicalLatency``) would pay for and never use."""
 
     kind: ClassVar[str]
 
