@@ -59,7 +59,8 @@ def test_every_shipped_device_source_follows_the_protocol() -> None:
 
 def test_every_builtin_space_follows_the_protocol() -> None:
     for name in space.names():
-        assert isinstance(space.get(name), Space)
+        assert isinstance(space.get(name), Space) and space.get(name).name == name
+    assert space.get("carb-resnet").has_device_features and not space.get("nb201").has_device_features
 
 
 @pytest.mark.parametrize(

@@ -6,18 +6,35 @@
 - ``run_campaign(rows, db, backend, campaign, …)``: the engine both use, with sentinel passes.
 
 Backends live in ``measurement.backends`` (one file each), energy sensors in
-``measurement.sensors``, the latency protocol in ``measurement.protocol``.
+``measurement.sensors``, the latency protocol in ``measurement.protocol``. The names below are
+imported on first use: the CLI lists the backends without loading the engine and the store.
 """
 
 from __future__ import annotations
 
-from infercast.measurement.backends.base import Backend, MeasureError
-from infercast.measurement.campaign import Campaign, energy_sensor, platform_of, run_campaign
-from infercast.measurement.engine import Engine, Item
-from infercast.measurement.profiling import profile
-from infercast.measurement.protocol import Protocol
-from infercast.measurement.spec import CampaignSpec
-from infercast.measurement.strings import measure_model_strings, model_configs
+from typing import TYPE_CHECKING
+
+from infercast.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infercast.measurement.backends.base import Backend, MeasureError
+    from infercast.measurement.campaign import Campaign, energy_sensor, platform_of, run_campaign
+    from infercast.measurement.engine import Engine, Item
+    from infercast.measurement.profiling import profile
+    from infercast.measurement.protocol import Protocol
+    from infercast.measurement.spec import CampaignSpec
+    from infercast.measurement.strings import measure_model_strings, model_configs
+
+_MODULES = {
+    **dict.fromkeys(("Backend", "MeasureError"), "backends.base"),
+    **dict.fromkeys(("Campaign", "energy_sensor", "platform_of", "run_campaign"), "campaign"),
+    **dict.fromkeys(("Engine", "Item"), "engine"),
+    "profile": "profiling",
+    "Protocol": "protocol",
+    "CampaignSpec": "spec",
+    **dict.fromkeys(("measure_model_strings", "model_configs"), "strings"),
+}
+__getattr__ = lazy_exports(__name__, _MODULES)
 
 __all__ = [
     "Backend",
