@@ -1,4 +1,4 @@
-"""Prediction intervals that widen with the distance to the training rows (predict.intervals)."""
+"""Prediction intervals that widen with the distance to the training rows (predictors.intervals)."""
 
 from __future__ import annotations
 

@@ -77,3 +77,11 @@ def test_a_ranking_written_before_routes_had_keys_loads_and_an_unknown_route_is_
     (folder / "routes.json").write_text(json.dumps({**ranking, "order": ["blend", "oracle"]}))
     with pytest.raises(PredictorError, match="unknown latency route 'oracle'"):
         PredictorBundle.load(folder)
+
+
+def test_evaluate_refuses_a_recalibrated_device_with_what_scored_it(tmp_path) -> None:
+    from infercast.api import evaluate
+    from infercast.predictors import PredictorError
+
+    with pytest.raises(PredictorError, match="`infercast adapt` scored it"):
+        evaluate(SAVED / "device-adapted", tmp_path / "runs.db")

@@ -1,9 +1,9 @@
 """Training tables out of a store: one row per measured config, its features and the three targets.
 
 - features: the analytic feature vector stored with each config plus the platform settings
-  (``predict.data.feature_frame``);
+  (``predictors.data.feature_frame``);
 - ``latency_ms``: the measurement's ``low_ms`` by default (the fastest round's median: the most
-  repeatable figure on a drifting host, see measure.protocol), or any other latency statistic;
+  repeatable figure on a drifting host, see measurement.protocol), or any other latency statistic;
 - ``peak_memory_mb``: the stored peak memory (its definition is per backend, see docs/measure.md);
 - ``energy_j``: the measured energy per inference, NULL where the host has no sensor.
 

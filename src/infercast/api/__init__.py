@@ -1,5 +1,5 @@
 """The workflows behind the CLI's commands, as functions a program calls: each takes paths and
-plain values and returns plain data (dicts / lists). They sit above the stages (store → learners →
+plain values and returns plain data (dicts / lists). They sit above the steps (store → learners →
 predictor directories; models → graphs → predictions; candidates → shortlist), so the predictors
 themselves learn from tables only.
 

@@ -21,6 +21,11 @@ def evaluate(
     per target R², MAE, MAPE, RMSPE, ±5 %/±10 %, Spearman, Kendall, interval coverage, next to the
     baselines (and the op-wise predictor where there is one and the store has op profiles)."""
     bundle = PredictorBundle.load(folder)
+    if bundle.is_device_adapted:
+        raise PredictorError(
+            f"{folder}: a shipped device recalibrated on networks you measured; `infercast adapt` scored "
+            "it on the other measured networks (its meta.json), `evaluate` scores predictors of a store"
+        )
     blend = bundle.main
     info = blend.info
     with Store(db, readonly=True) as store:

@@ -15,7 +15,7 @@ alike instead of one config entirely. Per config the protocol records all iterat
   ``drift_tolerance`` slower than its best (drift), or the CPU steal share, whichever is larger.
 
 What a round cannot see — the whole session running slower or faster than another — is measured by
-the campaign's sentinel passes (``measure.sentinels``, ``store.drift``).
+the campaign's sentinel passes (``measurement.sentinels``, ``store.drift``).
 """
 
 from __future__ import annotations

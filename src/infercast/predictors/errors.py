@@ -1,4 +1,4 @@
-"""Errors of the predict stage (bad hyper-parameters, missing data, a foreign predictor file)."""
+"""Errors of the predictors (bad hyper-parameters, missing data, a foreign predictor file)."""
 
 from infercast.errors import InfercastError
 

@@ -64,7 +64,7 @@ def extrapolation_folds(
     and the two commonest op-type mixes (which of ``count_*`` are non-zero) — six fits at most,
     since each costs one. A fold whose training part would keep fewer than ``min_train`` rows, or
     that holds out nothing, is left out. Used to calibrate how prediction intervals widen away from
-    the training rows (``predict.intervals``)."""
+    the training rows (``predictors.intervals``)."""
     held_sets = []
     if {"in_h", "in_w"} <= set(x.columns):
         pixels = (x["in_h"] * x["in_w"]).to_numpy()

@@ -2,7 +2,7 @@
 
 Rules are data, one entry per backend and optimisation level, and checkable against profiles:
 ``fusion_agreement`` compares the kernels the rules predict with the fused nodes the ONNX Runtime
-profiler reported (``measure.ops``), and a test holds them equal on real models.
+profiler reported (``measurement.ops``), and a test holds them equal on real models.
 
 ONNX Runtime (CPU provider), by optimisation level (onnxruntime/core/optimizer):
 - every level: BatchNorm after a convolution is folded — already by the ONNX export in eval mode,

@@ -10,7 +10,7 @@ Two checks, each with a reason a user can read:
 
 ``difficulty(x)`` is that distance in units of the training rows' median nearest-neighbour
 spacing: ≈ 1 among the training rows, growing as an input extrapolates; the prediction intervals
-widen with it (``predict.intervals``).
+widen with it (``predictors.intervals``).
 """
 
 from __future__ import annotations

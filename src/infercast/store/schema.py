@@ -27,7 +27,7 @@ CREATE TABLE measurements (
     n INTEGER NOT NULL,
     median_ms REAL NOT NULL,
     mean_ms REAL NOT NULL,
-    low_ms REAL NOT NULL,            -- robust low statistic (see measure.protocol)
+    low_ms REAL NOT NULL,            -- robust low statistic (see measurement.protocol)
     p10_ms REAL NOT NULL,
     p90_ms REAL NOT NULL,
     p99_ms REAL NOT NULL,
