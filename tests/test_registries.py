@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 
+import numpy as np
 import pytest
 
 from infercast import space
@@ -87,8 +88,11 @@ def test_a_campaign_spec_is_frozen_and_draws_the_same_rows_every_time() -> None:
     again, same = CampaignSpec("carb-resnet", n=20, seed=3).rows()
     assert [r["id"] for r in rows] == [r["id"] for r in again] and name == same
     assert name == "carb-resnet:n=20:seed=3:stratified"
-    assert spec.with_(campaign="mine").rows()[1] == "mine"
-    assert len(spec.with_(limit=5).rows()[0]) == 5
+    assert replace(spec, campaign="mine").rows()[1] == "mine"
+    assert len(replace(spec, limit=5).rows()[0]) == 5
+    assert CampaignSpec("carb-resnet", n=np.int64(20)).n == 20  # a NumPy integer is a whole number
+    with pytest.raises(MeasureError, match="n=0"):
+        replace(spec, n=0)  # a changed spec is checked again
 
 
 def test_the_cli_and_the_api_run_the_same_campaign(tmp_path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def profile_adaptive(
         raise InfercastError("an adaptive campaign plans its second half from the first: it takes no limit")
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     first_n = max(2, math.ceil(spec.n * first_share))
-    first_rows, _ = spec.with_(n=first_n, stratified=False).rows()
+    first_rows, _ = replace(spec, n=first_n, stratified=False).rows()
     name = spec.campaign or f"{chosen_space.name}:n={spec.n}:seed={spec.seed}:adaptive"
 
     def run(rows: list[dict[str, Any]]) -> dict[str, Any]:

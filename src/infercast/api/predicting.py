@@ -164,7 +164,8 @@ def predict_devices(
     for i, model in enumerate(models):
         for predictor, batch, (predicted_rows, shapes) in zip(predictors, batches, columns, strict=True):
             row = predicted_rows[i]
-            route = route_key(row.get("route") or predictor.info.card["route"])
+            named = row.get("route") or predictor.info.card.get("route")
+            route = route_key(named) if named else None
             results.append(
                 {
                     "model": model_name(model, graphs.get((i, batch))),
@@ -176,7 +177,7 @@ def predict_devices(
                     "ood": bool(row["ood"]),
                     "ood_reason": row["ood_reason"] or None,
                     "route": route,
-                    "route_label": label(route),
+                    "route_label": label(route) if route else None,
                     "card": predictor.info.card,
                 }
             )

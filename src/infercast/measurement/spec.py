@@ -6,7 +6,8 @@ measure the same configs into the same campaign."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import numbers
+from dataclasses import dataclass, field
 from typing import Any
 
 from infercast.measurement.backends.base import MeasureError
@@ -44,17 +45,17 @@ class CampaignSpec:
             raise MeasureError(f"space={self.space!r}: name a design space or a YAML file")
         for name in ("n", "seed", "op_runs"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "n" else 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Integral)
+                or value < (1 if name == "n" else 0)
+            ):
                 least = "1 or more" if name == "n" else "0 or more"
                 raise MeasureError(f"{name}={value!r}: a whole number, {least}")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
+        if self.limit is not None and (not isinstance(self.limit, numbers.Integral) or self.limit < 1):
             raise MeasureError(f"limit={self.limit!r}: measure at least one config (or leave it out)")
         if not isinstance(self.protocol, Protocol):
             raise MeasureError(f"protocol={self.protocol!r}: a measurement.Protocol")
-
-    def with_(self, **changes: Any) -> CampaignSpec:
-        """This spec with ``changes`` (checked again)."""
-        return replace(self, **changes)
 
     def rows(self, precisions: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], str]:
         """The config rows the campaign measures and its name. With ``precisions`` (what the

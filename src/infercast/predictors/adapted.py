@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from infercast.predictors.artifact import inside_folder
-from infercast.predictors.base import Predictor, as_frame, kind_of
+from infercast.predictors.base import ModelLevel, as_frame, kind_of
 from infercast.predictors.blend import CascadeBlend
 from infercast.predictors.data import INPUT_COLUMNS, TARGETS, as_targets
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile, put_interval
 from infercast.predictors.learners import XGBoostLearner
-from infercast.predictors.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
+from infercast.predictors.metrics import regression_metrics, score_target
 from infercast.predictors.sources import (
     ALPHAS,
     fit_log_weights,
@@ -97,7 +97,7 @@ class _TargetFit:
         )
 
 
-class Adapted(Predictor):
+class Adapted(ModelLevel):
     """A target-platform predictor built from source ``CascadeBlend`` predictors and a few target
     measurements. ``sources``: the sources' predictor directories or fitted ``CascadeBlend``
     objects (``save`` copies the sources' directories in, so a source given as an object must
@@ -266,13 +266,6 @@ class Adapted(Predictor):
                 inputs = source_inputs(judge, x)[judge.feature_names_].to_numpy(dtype=np.float64)
                 out["ood"], out["ood_reason"] = judge.ood_.check(inputs, ranges_only=ood == "ranges")
         return out
-
-    def score(self, X: Any, y: Any) -> float:
-        """R² of the log target (as ``CascadeBlend.score``)."""
-        self.check_fitted()
-        columns = [TARGETS[t] for t in SCORE_ORDER if t in self.targets_]
-        x = as_frame(X, self.feature_names_)
-        return log_r2_score(as_targets(y, len(x)), self.predict(x, ood="none"), columns)
 
     def evaluate(self, X: Any, y: Any) -> dict[str, dict[str, Any]]:
         """Per target: the adapted predictor's metrics, with each unadapted source's beside them."""

@@ -28,7 +28,9 @@ import numpy as np
 import pandas as pd
 
 from infercast.predictors.artifact import PredictorInfo, damaged_as_error, read_meta, write_meta
+from infercast.predictors.data import TARGETS, as_targets
 from infercast.predictors.errors import PredictorError
+from infercast.predictors.metrics import SCORE_ORDER, log_r2_score
 
 # kind (meta.json's "kind") → "module:class": modules are imported when a directory of that kind
 # is loaded, so loading a phone's Σ cost × work predictor never imports the blend's learners
@@ -187,6 +189,25 @@ class Predictor:
         model.metadata_ = {k: v for k, v in saved.items() if k not in body}
         model.folder_ = str(folder)  # where it was loaded from (a source must be copied from there)
         return model
+
+
+class ModelLevel(Predictor):
+    """A predictor of whole networks from their feature columns (``feature_names_``) whose
+    ``predict(X, ood=…)`` gives each target of ``data.TARGETS`` it learned (``targets_``)."""
+
+    feature_names_: list[str]
+    targets_: dict[str, Any]
+
+    def score(self, X: Any, y: Any) -> float:
+        """R² of the log of the first of latency, memory, energy that the predictor predicts and
+        ``y`` measures."""
+        self.check_fitted()
+        columns = [TARGETS[t] for t in SCORE_ORDER if t in self.targets_]
+        x = as_frame(X, self.feature_names_)
+        return log_r2_score(as_targets(y, len(x)), self.predict(x, ood="none"), columns)
+
+    def predict(self, X: Any, ood: str = "full") -> pd.DataFrame:
+        raise NotImplementedError
 
 
 def _same(a: Any, b: Any) -> bool:

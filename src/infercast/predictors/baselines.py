@@ -21,7 +21,7 @@ import pandas as pd
 from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.data import INPUT_COLUMNS
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.metrics import regression_metrics
+from infercast.predictors.metrics import log_r2_score, regression_metrics
 
 
 def _log(values: pd.Series | np.ndarray) -> np.ndarray:
@@ -60,7 +60,8 @@ class Baseline(Predictor):
     def score(self, X: Any, y: Any) -> float:
         """R² of log ``y``."""
         x = as_frame(X, INPUT_COLUMNS)
-        return float(self.evaluate(x, y)["r2_log"])
+        truth = pd.DataFrame({"target": self._target(y, len(x))})
+        return log_r2_score(truth, pd.DataFrame({"target": self.predict(x)}), ["target"])
 
     def evaluate(self, X: Any, y: Any) -> dict[str, Any]:
         x = as_frame(X, INPUT_COLUMNS)

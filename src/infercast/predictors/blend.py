@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.predictors.artifact import check_feature_schema
-from infercast.predictors.base import Predictor, as_frame
+from infercast.predictors.base import ModelLevel, as_frame
 from infercast.predictors.baselines import fit_baselines, load_baselines
 from infercast.predictors.cascade import (
     TREND_COLUMNS,
@@ -56,13 +56,13 @@ from infercast.predictors.fast import calibrate_fast, far_residuals, fit_fast, m
 from infercast.predictors.folds import depth_edges, extrapolation_folds, strata, stratified_folds
 from infercast.predictors.intervals import interval_note, put_interval
 from infercast.predictors.learners import LEARNERS, LightGBMLearner, XGBoostLearner
-from infercast.predictors.metrics import SCORE_ORDER, log_r2_score, regression_metrics, score_target
+from infercast.predictors.metrics import SCORE_ORDER, regression_metrics, score_target
 from infercast.predictors.ood import OODDetector
 
 DEFAULT_ORDER: tuple[str, ...] = ("memory", "energy", "latency")
 
 
-class CascadeBlend(Predictor):
+class CascadeBlend(ModelLevel):
     """Predict peak memory, energy and latency from analytic features (CARB's cascade blend).
 
     ``fit(X, y)``: ``X`` the feature columns (a frame with ``batch`` and ``depth`` among them, for
@@ -333,14 +333,6 @@ class CascadeBlend(Predictor):
         first = next(t for t in SCORE_ORDER if t in widths)
         out["interval_note"] = interval_note(widths[first], self.targets_[first].calibration, reasons)
         return out
-
-    def score(self, X: Any, y: Any) -> float:
-        """R² of the log of the first of latency, memory, energy that the estimator predicts and
-        ``y`` measures."""
-        self.check_fitted()
-        columns = [TARGETS[t] for t in SCORE_ORDER if t in self.targets_]
-        x = as_frame(X, self.feature_names_)
-        return log_r2_score(as_targets(y, len(x)), self.predict(x, ood="none"), columns)
 
     def evaluate(self, X: Any, y: Any) -> dict[str, dict[str, Any]]:
         """Held-out metrics per available target (``regression_metrics``), next to the baselines'."""

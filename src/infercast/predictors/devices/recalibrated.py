@@ -105,7 +105,10 @@ class DeviceAdapted(Predictor):
         self.check_fitted()
         model = self.sources_[self.source_]
         x = as_frame(X, model.columns_)
-        source = model.predict(x)
+        return self._recalibrated(model.predict(x))
+
+    def _recalibrated(self, source: pd.DataFrame) -> pd.DataFrame:
+        """The source's predictions, recalibrated; its ``ood`` verdicts as they are."""
         latency = np.exp(self.intercept_ + self.weight_ * np.log(source["latency_ms"].to_numpy()))
         return pd.DataFrame(
             {
@@ -115,7 +118,7 @@ class DeviceAdapted(Predictor):
                 "ood": source["ood"].to_numpy(),
                 "ood_reason": source["ood_reason"].to_numpy(),
             },
-            index=x.index,
+            index=source.index,
         )
 
     def score(self, X: Any, y: Any) -> float:
@@ -125,15 +128,17 @@ class DeviceAdapted(Predictor):
 
     def evaluate(self, X: Any, y: Any) -> dict[str, Any]:
         """The recalibrated predictor's metrics, with the source's unadapted beside them."""
-        x = as_frame(X, self.sources_[self.source_].columns_)
-        truth, predicted = np.asarray(y, dtype=np.float64), self.predict(x)
+        self.check_fitted()
+        model = self.sources_[self.source_]
+        source = model.predict(as_frame(X, model.columns_))
+        truth, predicted = np.asarray(y, dtype=np.float64), self._recalibrated(source)
         scores = regression_metrics(
             truth,
             predicted["latency_ms"].to_numpy(),
             predicted["latency_ms_low"].to_numpy(),
             predicted["latency_ms_high"].to_numpy(),
         )
-        unadapted = self.sources_[self.source_].predict(x)["latency_ms"].to_numpy()
+        unadapted = source["latency_ms"].to_numpy()
         scores["baselines"] = {f"{self.source_} unadapted": regression_metrics(truth, unadapted)}
         return scores
 
