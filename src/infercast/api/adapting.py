@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from infercast.datasets import resolve_platform, training_data
+from infercast.files import check_replaceable
 from infercast.paths import check_output_dir
 from infercast.predictors.adapted import Adapted, load_sources
 from infercast.predictors.artifact import PlatformInfo
@@ -51,7 +52,7 @@ def adapt(
     fit an ``Adapted`` predictor on them, score it on the rest next to the unadapted sources, and
     write it to ``out`` (self-contained: the sources are copied in)."""
     _check_selection(selection, k)
-    check_output_dir(out)
+    check_replaceable(check_output_dir(out), reads=tuple(Path(s) for s in sources))
     blends, _ = load_sources(sources)
     model = Adapted(blends, seed=seed)
     stat = blends[0].info.latency_stat
@@ -113,7 +114,7 @@ def adapt_device(
     from infercast.predictors.devices.recalibrated import DeviceAdapted, same_runtime, shipped_sources
 
     _check_selection(selection, k)
-    check_output_dir(out)
+    check_replaceable(check_output_dir(out))
     with Store(db, readonly=True) as store:
         chosen = resolve_platform(store, platform)
         data = training_data(store, chosen["id"], latency_stat, campaigns)

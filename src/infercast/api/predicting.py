@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from infercast.api.inputs import as_list, input_shape_of, model_name
@@ -23,6 +24,19 @@ def load_predictor(folder: str | Path) -> Predictor:
     from infercast.predictors.bundle import PredictorBundle
 
     return PredictorBundle.load(folder).main
+
+
+def _checked(predicted: pd.DataFrame, source: object) -> pd.DataFrame:
+    """Predictions whose latency is a finite positive number: a predictor file whose numbers
+    loaded yet are nonsense (a huge or NaN leaf in a booster's trees) is refused, never printed."""
+    latency = pd.to_numeric(predicted["latency_ms"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(latency) | (latency <= 0)
+    if bad.any():
+        raise PredictorError(
+            f"{source}: predicted a latency of {latency[bad][0]!r} ms, which no network has: "
+            "its files are damaged (retrain it, or delete it if it is a cached predictor)"
+        )
+    return predicted
 
 
 def predict_models(
@@ -44,6 +58,7 @@ def predict_models(
     bundle = PredictorBundle.load(folder)
     graphs = [capture_model(model, input_shape, batch_size, timeout_s)[0] for model in models]
     predicted, routes = bundle.predict_graphs(graphs)
+    _checked(predicted, folder)
     if bundle.is_device_adapted:
         reason = f"{folder} adapts a shipped device's latency predictor ({bundle.main.source_}): latency only"
         return [
@@ -159,6 +174,7 @@ def predict_devices(
         else:
             rows, shapes = closed_form[batch]
             predicted = predictor.predict_features(rows)
+        _checked(predicted, f"device {predictor.info.name}")
         columns.append((predicted.to_dict("records"), shapes))
     results = []
     for i, model in enumerate(models):

@@ -26,6 +26,7 @@ from infercast.datasets import (
     training_data,
 )
 from infercast.errors import InfercastError
+from infercast.files import check_replaceable, replaced_directory
 from infercast.paths import check_output_dir
 from infercast.predictors.artifact import PlatformInfo
 from infercast.predictors.blend import CascadeBlend
@@ -78,7 +79,7 @@ def train(
     ``latency_stat``: what the predictor learns; by default ``steady_ms``, the fastest round's
     median at the host's usual speed (by the campaigns' sentinel passes, ``store.drift``), so
     campaigns taken while the host ran fast or slow teach the same latency."""
-    check_output_dir(out)
+    check_replaceable(check_output_dir(out))
     with Store(db, readonly=True) as store:
         data = training_data(store, platform, latency_stat, campaigns)
         ops, e2e = store_tables(store, data.platform["id"], latency_stat) if opwise else (None, None)
@@ -100,25 +101,27 @@ def train(
         "train_config_ids": sorted(data.config_ids[train_rows].tolist()),
     }
     metadata = {"platform": PlatformInfo.from_row(data.platform).to_meta(), "training": training}
-    run = _Run(data, train_rows, test_rows, Path(out), metadata, progress or (lambda message: None))
-    held = _fit_blend(run, blend or CascadeBlend(seed=seed))
-    kernel_ops = ops[ops["model"].isin(kernel_networks)] if ops is not None else None
-    if kernel_ops is not None and len(kernel_ops):
-        run.summary["kernel_campaign"] = (
-            f"{kernel_ops['model'].nunique()} kernel networks, {len(kernel_ops)} op rows"
-        )
-    if ops is not None and not ops.empty:
-        held.update(_fit_opwise(run, held, ops, e2e, kernel_ops, seed))
-    elif opwise:
-        run.summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
-    held.update(_fit_physical(run, kernel_latencies))
-    if {BLEND, OPWISE, PHYSICAL} <= set(held):
-        from scipy.stats import gmean
+    # the directory is written whole or not at all: a run killed half-way leaves the old one
+    with replaced_directory(out) as partial:
+        run = _Run(data, train_rows, test_rows, partial, metadata, progress or (lambda message: None))
+        held = _fit_blend(run, blend or CascadeBlend(seed=seed))
+        kernel_ops = ops[ops["model"].isin(kernel_networks)] if ops is not None else None
+        if kernel_ops is not None and len(kernel_ops):
+            run.summary["kernel_campaign"] = (
+                f"{kernel_ops['model'].nunique()} kernel networks, {len(kernel_ops)} op rows"
+            )
+        if ops is not None and not ops.empty:
+            held.update(_fit_opwise(run, held, ops, e2e, kernel_ops, seed))
+        elif opwise:
+            run.summary["opwise"] = "not trained: the store has no op profiles (profile with --ops)"
+        held.update(_fit_physical(run, kernel_latencies))
+        if {BLEND, OPWISE, PHYSICAL} <= set(held):
+            from scipy.stats import gmean
 
-        held[MEAN] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)
-    if len(held) > 1:
-        run.summary["routes"] = _rank(run, held)
-    return run.summary
+            held[MEAN] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)
+        if len(held) > 1:
+            run.summary["routes"] = _rank(run, held)
+    return {**run.summary, "predictor": str(out)}
 
 
 def _fit_blend(run: _Run, model: CascadeBlend) -> dict[str, np.ndarray]:
@@ -127,10 +130,11 @@ def _fit_blend(run: _Run, model: CascadeBlend) -> dict[str, np.ndarray]:
     run.tell(f"training the cascade blend on {len(run.train_rows)} configs")
     model.fit(x.iloc[run.train_rows], y.iloc[run.train_rows])
     scores = model.evaluate(x.iloc[run.test_rows], y.iloc[run.test_rows])
-    model.save(run.out, {**run.metadata, "training": {**run.metadata["training"], "test_metrics": scores}})
+    model.write_into(
+        run.out, {**run.metadata, "training": {**run.metadata["training"], "test_metrics": scores}}
+    )
     run.summary.update(
         {
-            "predictor": str(run.out),
             "platform": run.data.platform["id"],
             "n_train": len(run.train_rows),
             "n_test": len(run.test_rows),
@@ -308,7 +312,7 @@ def train_ops(
     accuracy, and save it to ``out``. An end-to-end ``group`` column (an architecture family, say)
     keeps each group's models in one fold when the overhead forms are weighed (``OpWise.fit``'s
     ``groups``)."""
-    check_output_dir(out)
+    check_replaceable(check_output_dir(out))
     ops, e2e = read_table(ops_path), read_table(e2e_path)
     check_op_table(ops, training=True, name=str(ops_path))
     check_e2e_table(e2e, name=str(e2e_path))

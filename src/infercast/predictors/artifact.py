@@ -18,7 +18,10 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from infercast.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from infercast.files import FileError, check_finished, read_json
 from infercast.predictors.data import SETTING_FEATURES
 from infercast.predictors.errors import PredictorError
 from infercast.tables import to_python
@@ -72,12 +75,13 @@ def read_meta(
     path = folder / "meta.json"
     if not folder.is_dir():
         raise PredictorError(f"{folder}: no such predictor directory (no meta.json)")
-    if not path.is_file():
+    if not path.exists():
         raise PredictorError(f"{folder}: not a predictor directory (no meta.json)")
     try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise PredictorError(f"{path}: not valid JSON ({error})") from None
+        check_finished(folder)
+        meta = read_json(path, "meta.json")
+    except FileError as error:
+        raise PredictorError(str(error)) from None
     if not isinstance(meta, dict):
         raise PredictorError(
             f"{path}: not an infercast predictor (a JSON {type(meta).__name__}, not an object)"
@@ -177,11 +181,27 @@ class PredictorInfo:
         )
 
 
+def checked_numbers(values: Any, where: str, lowest: float | None = None) -> np.ndarray:
+    """Numbers read from a predictor file as an array, refused (naming ``where``) when one is not
+    finite or is below ``lowest``: a damaged or hand-edited file never predicts NaN or nonsense."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PredictorError(f"{where}: not a list of numbers") from None
+    if not np.isfinite(array).all():
+        raise PredictorError(f"{where}: holds a value that is not a finite number (a damaged predictor)")
+    if lowest is not None and (array < lowest).any():
+        raise PredictorError(f"{where}: holds a value below {lowest:g} (a damaged predictor)")
+    return array
+
+
 def inside_folder(folder: Path, filename: str) -> Path:
     """A file named by meta.json, refused if the name escapes the predictor directory."""
     path = (folder / filename).resolve()
     if folder.resolve() not in path.parents:
         raise PredictorError(f"{folder}: meta.json names a file outside the directory: {filename!r}")
-    if not path.is_file():
+    if not path.exists():
         raise PredictorError(f"{folder}: {filename} is missing (the predictor directory is incomplete)")
+    if not path.is_file():
+        raise PredictorError(f"{folder}: {filename} is not a regular file (a FIFO, device or directory)")
     return path

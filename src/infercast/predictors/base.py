@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from infercast.files import FileError, read_json, replaced_directory
 from infercast.predictors.artifact import PredictorInfo, damaged_as_error, read_meta, write_meta
 from infercast.predictors.data import TARGETS, as_targets
 from infercast.predictors.errors import PredictorError
@@ -57,8 +57,8 @@ def kind_of(folder: str | Path) -> str:
     """The kind meta.json names (a directory written before meta.json had a format is read too)."""
     path = Path(folder) / "meta.json"
     try:
-        kind = json.loads(path.read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
+        kind = read_json(path, "meta.json").get("kind")
+    except (FileError, AttributeError):
         return str(read_meta(folder).get("kind"))  # the reason, checked and worded
     if not isinstance(kind, str):
         raise PredictorError(f"{path}: names no predictor kind")
@@ -169,10 +169,20 @@ class Predictor:
 
     def save(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
         """Write the predictor directory ``folder``: its model files and meta.json, with
-        ``metadata`` (the platform, the training…) kept beside what it learned."""
+        ``metadata`` (the platform, the training…) kept beside what it learned. The directory is
+        written whole or not at all (``files.replaced_directory``): a predictor already there is
+        replaced, a process killed while saving leaves it as it was."""
         self.check_fitted()
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        with replaced_directory(folder) as partial:
+            self.write_into(partial, metadata)
+        return folder
+
+    def write_into(self, folder: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        """``save`` into the existing directory ``folder`` as it is, for a caller that writes a
+        directory of several predictors whole (``train``)."""
+        self.check_fitted()
+        folder = Path(folder)
         body = self._body(folder)
         self.metadata_ = {**self.metadata_, **(metadata or {})}
         return write_meta(folder, self.kind, body, self.metadata_).parent

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from infercast.files import read_json
 from infercast.predictors.artifact import check_feature_schema
 from infercast.predictors.base import ModelLevel, as_frame
 from infercast.predictors.baselines import fit_baselines, load_baselines
@@ -381,5 +382,5 @@ class CascadeBlend(ModelLevel):
         }
         blend.ood_ = None
         if (folder / "ood.json").is_file():
-            blend.ood_ = OODDetector.from_dict(json.loads((folder / "ood.json").read_text()))
+            blend.ood_ = OODDetector.from_dict(read_json(folder / "ood.json", "ood.json"))
         return blend

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.features import featurize
+from infercast.files import FileError, read_json
 from infercast.graph import Graph
 from infercast.predictors.base import Predictor, load
 from infercast.predictors.data import feature_frame
@@ -128,12 +129,12 @@ def read_ranking(folder: str | Path) -> list[str]:
     """The routes' order ``train`` saved in ``routes.json``, by key (empty if it saved none); a
     name no route has is refused."""
     path = Path(folder) / RANKING_FILE
-    try:
-        order = json.loads(path.read_text())["order"]
-    except FileNotFoundError:
+    if not path.exists():
         return []
-    except (ValueError, KeyError, TypeError) as error:
-        raise PredictorError(f"{path}: damaged ({error}); retrain with `infercast train`") from error
+    try:
+        order = read_json(path, RANKING_FILE)["order"]
+    except (FileError, KeyError, TypeError) as error:
+        raise PredictorError(f"{path}: damaged ({error}); retrain with `infercast train`") from None
     if not isinstance(order, list):
         raise PredictorError(f"{path}: damaged ('order' is not a list); retrain with `infercast train`")
     try:

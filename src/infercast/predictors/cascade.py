@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from infercast.predictors.artifact import inside_folder
+from infercast.predictors.artifact import checked_numbers, inside_folder
 from infercast.predictors.data import TARGETS
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import Calibration, calibrate
@@ -115,6 +115,15 @@ class TargetModel:
                 raise PredictorError(f"{folder}: unknown learner {name!r} in meta.json")
             learners[name] = LEARNERS[name].load(inside_folder(folder, filename))
         corrector, fast, trend = entry.get("corrector"), entry.get("fast"), entry.get("trend")
+        where = f"{folder / 'meta.json'}: stage {target!r}"
+        checked_numbers(list(entry["weights"].values()), f"{where}, weights", lowest=0.0)
+        checked_numbers(
+            [entry["interval_q"], *entry.get("fast_q", []), *entry.get("fast_plain_q", [])],
+            f"{where}, interval quantiles",
+            lowest=0.0,
+        )
+        if trend is not None:
+            checked_numbers(trend, f"{where}, trend")
         return cls(
             target=target,
             inputs=list(entry["inputs"]),

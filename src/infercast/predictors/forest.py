@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from infercast.files import read_json
+
 if TYPE_CHECKING:
     from sklearn.ensemble import ExtraTreesRegressor
 
@@ -90,15 +92,49 @@ class ArrayForest:
 
     @classmethod
     def load(cls, path: Path) -> ArrayForest:
-        payload = json.loads(path.read_text())
-        if payload.get("format") != FOREST_FORMAT:
-            raise ValueError(f"{path}: not an {FOREST_FORMAT} file (format={payload.get('format')!r})")
-        return cls(
-            left=np.asarray(payload["left"], dtype=np.int64),
-            right=np.asarray(payload["right"], dtype=np.int64),
-            feature=np.asarray(payload["feature"], dtype=np.int64),
-            threshold=np.asarray(payload["threshold"], dtype=np.float64),
-            value=np.asarray(payload["value"], dtype=np.float64),
-            roots=np.asarray(payload["roots"], dtype=np.int64),
-            n_features=int(payload["n_features"]),
-        )
+        """A forest ``save`` wrote, every index, length and value checked (``check``)."""
+        payload = read_json(path, "forest file")
+        if not isinstance(payload, dict) or payload.get("format") != FOREST_FORMAT:
+            form = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+            raise ValueError(f"{path}: not an {FOREST_FORMAT} file (format={form!r})")
+        try:
+            forest = cls(
+                left=np.asarray(payload["left"], dtype=np.int64),
+                right=np.asarray(payload["right"], dtype=np.int64),
+                feature=np.asarray(payload["feature"], dtype=np.int64),
+                threshold=np.asarray(payload["threshold"], dtype=np.float64),
+                value=np.asarray(payload["value"], dtype=np.float64),
+                roots=np.asarray(payload["roots"], dtype=np.int64),
+                n_features=int(payload["n_features"]),
+            )
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
+            raise ValueError(f"{path}: damaged forest ({type(error).__name__}: {str(error)[:120]})") from None
+        problem = forest.problem()
+        if problem:
+            raise ValueError(f"{path}: damaged forest: {problem}")
+        return forest
+
+    def problem(self) -> str | None:
+        """What makes these arrays unusable, or None. A child's index is always above its
+        parent's (``from_sklearn`` numbers nodes depth-first), so a descent that passes this check
+        ends within as many steps as there are nodes: no link can point back into a cycle."""
+        n = len(self.left)
+        arrays = (self.left, self.right, self.feature, self.threshold, self.value)
+        if any(a.ndim != 1 or len(a) != n for a in arrays) or self.roots.ndim != 1:
+            return "its node arrays differ in length"
+        if n == 0 or len(self.roots) == 0 or self.n_features < 1:
+            return "it has no trees"
+        if ((self.roots < 0) | (self.roots >= n)).any():
+            return "a tree's root is outside the node arrays"
+        nodes = np.arange(n)
+        inner = self.left >= 0
+        if ((self.right >= 0) != inner).any():
+            return "a node has one child"
+        for child in (self.left, self.right):
+            if ((child[inner] <= nodes[inner]) | (child[inner] >= n)).any():
+                return "a node links to a child outside the arrays or before itself"
+        if ((self.feature[inner] < 0) | (self.feature[inner] >= self.n_features)).any():
+            return f"a split names a feature outside 0..{self.n_features - 1}"
+        if not np.isfinite(self.threshold[inner]).all() or not np.isfinite(self.value).all():
+            return "a threshold or a leaf value is not a finite number"
+        return None

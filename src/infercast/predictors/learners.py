@@ -154,8 +154,11 @@ class LightGBMLearner:
     def load(cls, path: Path) -> LightGBMLearner:
         import lightgbm
 
+        from infercast.predictors.lightgbm_text import check_model_text
+
         learner = cls()
         with native_load(path, "LightGBM", cls.suffix):
+            check_model_text(path)
             learner.booster = lightgbm.Booster(model_file=str(path))
         return learner
 

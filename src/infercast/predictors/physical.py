@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from infercast.predictors.artifact import checked_numbers
 from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
@@ -263,11 +264,12 @@ class PhysicalLatency(Predictor):
         )
         model.chosen_ = saved.get("chosen")
         model.columns_ = tuple(saved["costs"])
-        model.costs_ = np.array([float(v) for v in saved["costs"].values()])
-        model.interval_q_ = float(saved["interval_q"])
-        model.residuals_ = np.array(saved["oof_log_residuals"], dtype=np.float64)
-        model.low_ = np.array(saved["training_low"], dtype=np.float64)
-        model.high_ = np.array(saved["training_high"], dtype=np.float64)
+        where = f"{folder / 'meta.json'}"
+        model.costs_ = checked_numbers(list(saved["costs"].values()), f"{where}: costs", lowest=0.0)
+        model.interval_q_ = float(checked_numbers(saved["interval_q"], f"{where}: interval_q", lowest=0.0))
+        model.residuals_ = checked_numbers(saved["oof_log_residuals"], f"{where}: oof_log_residuals")
+        model.low_ = checked_numbers(saved["training_low"], f"{where}: training_low")
+        model.high_ = checked_numbers(saved["training_high"], f"{where}: training_high")
         model.n_train_ = int(saved["n_train"])
         if not (len(model.low_) == len(model.high_) == len(model.costs_)):
             raise PredictorError(f"{folder}: costs and training ranges differ in length")

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import pandas as pd
 
+from infercast.errors import InfercastError
 from infercast.graph import Graph
 from infercast.version import __version__
 
@@ -61,7 +62,12 @@ def trained_once(
     costs time."""
     folder = cache_root() / f"devices-{__version__}" / f"{name.replace('/', '-')}-{data_digest(*sources)}"
     if (folder / "meta.json").is_file():
-        return load(folder)
+        try:
+            return load(folder)
+        except InfercastError as error:
+            raise InfercastError(
+                f"{error} (a cached predictor: delete {folder} and it is trained again)"
+            ) from None
     model = train()
     partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
     try:

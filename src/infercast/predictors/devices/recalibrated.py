@@ -11,7 +11,6 @@ source's name and the fitted numbers): the source is rebuilt from the shipped ta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from infercast.files import FileError, read_json
+from infercast.predictors.artifact import checked_numbers
 from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
@@ -163,9 +164,9 @@ class DeviceAdapted(Predictor):
         tables. A directory written before meta.json had a format (the numbers alone) loads too."""
         path = Path(folder) / "meta.json"
         try:
-            saved = json.loads(path.read_text())
-        except (OSError, ValueError) as error:
-            raise PredictorError(f"{path}: not readable ({error})") from None
+            saved = read_json(path, "meta.json")
+        except FileError as error:
+            raise PredictorError(str(error)) from None
         if isinstance(saved, dict) and "format" not in saved and saved.get("kind") == cls.kind:
             model = cls._from_body(Path(folder), saved, sources)
             model.metadata_ = dict(saved.get("metadata") or {})
@@ -182,8 +183,12 @@ class DeviceAdapted(Predictor):
             raise PredictorError(f"{folder}: its source device {source!r} is not shipped with this infercast")
         model = cls(sources, float(saved["coverage"]))
         model.sources_, model.source_ = sources, source
-        model.intercept_, model.weight_ = float(saved["intercept"]), float(saved["weight"])
-        model.alpha_, model.interval_q_ = float(saved["alpha"]), float(saved["interval_q"])
+        where = f"{folder / 'meta.json'}"
+        intercept, weight, alpha = checked_numbers(
+            [saved["intercept"], saved["weight"], saved["alpha"]], where
+        )
+        model.intercept_, model.weight_, model.alpha_ = float(intercept), float(weight), float(alpha)
+        model.interval_q_ = float(checked_numbers(saved["interval_q"], f"{where}: interval_q", lowest=0.0))
         model.n_train_ = int(saved["n_train"])
         model.loo_error_ = {name: float(i) for i, name in enumerate(saved.get("nearest", [source]))}
         return model
