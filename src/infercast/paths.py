@@ -9,6 +9,8 @@ from pathlib import Path
 
 from infercast.errors import InfercastError
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
 
 class PathError(InfercastError):
     """An output path that cannot be written as asked."""
@@ -47,11 +49,25 @@ def _writable_file(path: Path, example: str) -> Path:
     return path
 
 
-def check_output_file(path: str | Path, suffixes: Sequence[str] = ()) -> Path:
-    """An output file this process can create or replace, with one of ``suffixes`` (if given)."""
+def check_output_file(
+    path: str | Path, suffixes: Sequence[str] = (), reads: Sequence[str | Path] = ()
+) -> Path:
+    """An output file this process can create or replace, with one of ``suffixes`` (if given):
+    never one of the files the command ``reads`` (by any name or link), and never a SQLite
+    database (a store overwritten by a table or a report is measurements lost)."""
     path = Path(path)
     if suffixes and path.suffix not in suffixes:
         raise PathError(f"cannot write {path}: use a {' or '.join(suffixes)} file")
+    for source in reads:
+        if path.exists() and Path(source).exists() and os.path.samefile(path, source):
+            raise PathError(f"cannot write {path}: it is {source}, which this command reads; write elsewhere")
+    if path.is_file():
+        with path.open("rb") as handle:
+            if handle.read(16) == SQLITE_HEADER:
+                raise PathError(
+                    f"cannot write {path}: it is a SQLite database (a store?), which this would overwrite; "
+                    "write elsewhere"
+                )
     return _writable_file(path, f"out{suffixes[0] if suffixes else ''}")
 
 

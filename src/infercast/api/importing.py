@@ -11,14 +11,19 @@ features. A second import of the same rows stores nothing new.
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError
+from infercast.paths import check_store_file
 from infercast.tables import read_table, to_python
+
+if TYPE_CHECKING:
+    from infercast.store import Measurement
 
 KNOWN_COLUMNS = ("model", "latency_ms", "std_ms", "n", "peak_memory_mb", "energy_j")
 
@@ -27,17 +32,42 @@ class TableImportError(InfercastError):
     """A table that cannot be imported; the message names the column or row."""
 
 
-def _numbers(table: pd.DataFrame, column: str, path: Path, positive: bool) -> pd.Series:
-    values = pd.to_numeric(table[column], errors="coerce")
-    bad = values.isna() & table[column].notna()
-    if positive:
-        bad |= values <= 0
+# column → (the least value it may hold, whether that bound is allowed, whether it is a count)
+_NUMBERS = {
+    "latency_ms": (0.0, False, False),
+    "std_ms": (0.0, True, False),
+    "n": (1.0, True, True),
+    "peak_memory_mb": (0.0, False, False),
+    "energy_j": (0.0, False, False),
+}
+
+
+def _numbers(table: pd.DataFrame, column: str, path: Path) -> pd.Series:
+    """A numeric column, every value finite and in range (missing only where optional)."""
+    raw = table[column]
+    kind = raw.dtype
+    if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_datetime64_any_dtype(kind):
+        raise TableImportError(f"{path}: {column} holds {kind} values, not numbers")
+    if pd.api.types.is_timedelta64_dtype(kind):
+        raise TableImportError(f"{path}: {column} holds durations ({kind}); give plain numbers")
+    values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
+    lowest, inclusive, count = _NUMBERS[column]
+    typed = raw.map(lambda v: isinstance(v, bool | np.bool_ | pd.Timestamp) or hasattr(v, "isoformat"))
+    with np.errstate(invalid="ignore"):
+        below = values < lowest if inclusive else values <= lowest
+    bad = (values.isna() & raw.notna()) | typed | ~np.isfinite(values.fillna(1.0)) | below
+    if count:
+        bad |= values.notna() & (values != np.round(values))
     if column == "latency_ms":
         bad |= values.isna()
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        need = "a positive number" if positive else "a number"
-        raise TableImportError(f"{path}: {column}, row {row + 1}: {table[column].iloc[row]!r} is not {need}")
+        need = (
+            "a whole number of 1 or more"
+            if count
+            else "a finite number " + ("of 0 or more" if inclusive else "above 0")
+        )
+        raise TableImportError(f"{path}: {column}, row {row + 1}: {raw.iloc[row]!r} is not {need}")
     return values
 
 
@@ -47,20 +77,95 @@ def _given(record: dict[str, Any], column: str) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
+def _header(path: Path) -> list[str]:
+    if path.suffix == ".csv":
+        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+            return next(csv.reader(handle), [])
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def _check_models(table: pd.DataFrame, path: Path) -> None:
+    """Model strings are data: a string that would run code from a file is refused."""
+    from infercast.models.guarded import runs_user_code
+
+    for row, model in enumerate(table["model"]):
+        model = "" if pd.isna(model) else str(model).strip()
+        if not model:
+            raise TableImportError(f"{path}: model, row {row + 1}: empty; every row names its model")
+        if runs_user_code(model):
+            raise TableImportError(
+                f"{path}: model, row {row + 1}: {model!r} would run code from a file, and an imported "
+                "table is data: name zoo models (pytorchcv:NAME…), space:… configs or .onnx files"
+            )
+
+
+def _check_duplicates(table: pd.DataFrame, path: Path, settings: list[str]) -> pd.DataFrame:
+    """Identical rows once; the same model and settings with other figures refused."""
+    key = ["model", *settings]
+    table = table.reset_index(drop=True).drop_duplicates()
+    clash = table.duplicated(subset=key, keep=False)
+    if clash.any():
+        # the index still counts the rows as they are in the file
+        first, second = table.index[clash.to_numpy()][:2]
+        raise TableImportError(
+            f"{path}: {table.at[first, 'model']!r} appears twice with the same settings and different "
+            f"figures (rows {first + 1} and {second + 1}): keep one"
+        )
+    return table
+
+
 def read_measurements(path: str | Path) -> pd.DataFrame:
-    """The table, checked: ``model`` and ``latency_ms`` present, numbers where numbers belong."""
+    """The table, checked: ``model`` and ``latency_ms`` present once each, every number finite and
+    in range, no model string that runs code, no model measured twice with different figures."""
     path = Path(path)
     table = read_table(path)
+    header = _header(path)
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise TableImportError(f"{path}: the column(s) {', '.join(repeated)} appear more than once")
     missing = [c for c in ("model", "latency_ms") if c not in table.columns]
     if missing:
         raise TableImportError(f"{path} lacks the column(s) {', '.join(missing)}: it needs model, latency_ms")
     if table.empty:
         raise TableImportError(f"{path} has no rows")
-    for column in ("latency_ms", "std_ms", "n", "peak_memory_mb", "energy_j"):
+    for column in _NUMBERS:
         if column in table.columns:
-            table[column] = _numbers(table, column, path, positive=column in ("latency_ms", "n"))
+            table[column] = _numbers(table, column, path)
+    _check_models(table, path)
     table["model"] = table["model"].astype(str).str.strip()
-    return table
+    return _check_duplicates(table, path, [c for c in table.columns if c not in KNOWN_COLUMNS])
+
+
+def _measurement(record: dict[str, Any], config_id: str, source: str) -> Measurement:
+    """One imported row as a stored measurement: its latency is every statistic of the one figure."""
+    from infercast.store import Measurement
+
+    latency = float(record["latency_ms"])
+    spread = _given(record, "std_ms") or 0.0
+    n = int(_given(record, "n") or 1)
+    half_width = 1.96 * spread / np.sqrt(n) if n > 1 else 0.0
+    memory, energy = _given(record, "peak_memory_mb"), _given(record, "energy_j")
+    return Measurement(
+        config_id=config_id,
+        n=n,
+        median_ms=latency,
+        mean_ms=latency,
+        low_ms=latency,
+        p10_ms=latency,
+        p90_ms=latency,
+        p99_ms=latency,
+        ci_low_ms=latency - half_width,
+        ci_high_ms=latency + half_width,
+        cv=spread / latency,
+        cap_hit=False,
+        samples=[latency],
+        peak_memory_bytes=None if memory is None else int(memory * 2**20),
+        peak_memory_definition=None if memory is None else "imported",
+        energy_j=energy,
+        energy_reason=f"not in {source}" if energy is None else None,
+    )
 
 
 def import_measurements(
@@ -73,22 +178,31 @@ def import_measurements(
     timeout_s: float | None = 180.0,
 ) -> dict[str, Any]:
     """Import ``path`` into the store ``db`` as measurements of ``device`` (a name you choose;
-    it goes into the platform's fingerprint) run by ``backend``. Returns the platforms written,
-    the rows stored, those already stored and the models that could not be captured."""
+    it goes into the platform's fingerprint) run by ``backend``. Every row is checked before the
+    store is opened, and all are written in one transaction: a table is imported whole or not at
+    all. Returns the platforms written, the rows stored, those already stored and the models
+    that could not be captured (when none could, nothing is imported)."""
     from infercast.measurement import model_configs
-    from infercast.store import Measurement, Platform, Store
+    from infercast.store import Platform, Store
 
     if not device.strip():
         raise TableImportError("--device names the device the table was measured on; it is empty")
+    check_store_file(db)
     path = Path(path)
     table = read_measurements(path)
     settings_columns = [c for c in table.columns if c not in KNOWN_COLUMNS]
     rows, unusable = model_configs(sorted(set(table["model"])), input_shape, timeout_s)
+    if not rows:
+        model, failure = next(iter(unusable.items()))
+        raise TableImportError(
+            f"{path}: none of its {len(unusable)} model(s) could be loaded, nothing was imported "
+            f"(first: {model}: {failure['reason']})"
+        )
     config_of = {row["model"]: row for row in rows}
     campaign = campaign or f"import:{path.name}"
     platforms: dict[str, dict[str, Any]] = {}
     stored = already = 0
-    with Store(db) as store:
+    with Store(db) as store, store.transaction():
         store.add_configs(rows)
         for record in table.to_dict("records"):
             config = config_of.get(record["model"])
@@ -98,30 +212,7 @@ def import_measurements(
             platform = Platform(backend, settings, {"device": device, "imported_from": path.name})
             platform_id = store.add_platform(platform)
             entry = platforms.setdefault(platform_id, {"id": platform_id, "settings": settings, "rows": 0})
-            latency = float(record["latency_ms"])
-            spread = _given(record, "std_ms") or 0.0
-            n = int(_given(record, "n") or 1)
-            half_width = 1.96 * spread / np.sqrt(n) if n > 1 else 0.0
-            memory, energy = _given(record, "peak_memory_mb"), _given(record, "energy_j")
-            measurement = Measurement(
-                config_id=config["id"],
-                n=n,
-                median_ms=latency,
-                mean_ms=latency,
-                low_ms=latency,
-                p10_ms=latency,
-                p90_ms=latency,
-                p99_ms=latency,
-                ci_low_ms=latency - half_width,
-                ci_high_ms=latency + half_width,
-                cv=spread / latency,
-                cap_hit=False,
-                samples=[latency],
-                peak_memory_bytes=None if memory is None else int(memory * 2**20),
-                peak_memory_definition=None if memory is None else "imported",
-                energy_j=energy,
-                energy_reason=f"not in {path.name}" if energy is None else None,
-            )
+            measurement = _measurement(record, config["id"], path.name)
             if store.add_measurement(platform_id, campaign, measurement) is None:
                 already += 1
             else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from infercast.cli import app, console, print_json, run_guarded
+from infercast.cli import Text, app, console, print_json, run_guarded
 from infercast.paths import check_output_file
 
 db_app = typer.Typer(help="The measurement store (a SQLite file).", no_args_is_help=True)
@@ -24,7 +24,7 @@ def export(
     from infercast.store import Store
 
     def body() -> dict[str, object]:
-        check_output_file(out, (".parquet", ".csv"))
+        check_output_file(out, (".parquet", ".csv"), reads=(db,))
         with Store(db, readonly=True) as store:
             rows = len(store.measurements())
             store.export(out)
@@ -67,4 +67,4 @@ def import_(
         )
     console.print(f"{result['stored']} stored, {result['already_stored']} already in {db}", highlight=False)
     for model, failure in result["not_captured"].items():
-        console.print(f"[yellow]skipped[/] {model}: {failure['reason']}", highlight=False)
+        console.print(Text.assemble(("skipped", "yellow"), f" {model}: {failure['reason']}"), highlight=False)

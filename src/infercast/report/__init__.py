@@ -204,7 +204,7 @@ def build_report(
     out = Path(out)
     if out.suffix != ".html":
         raise ReportError(f"--out {out}: the report is an .html file")
-    check_output_file(out)
+    check_output_file(out, reads=(db,))
     frame = measurements_frame(db)
     folder = out.parent / f"{out.stem}_figures"
     folder.mkdir(parents=True, exist_ok=True)

@@ -21,15 +21,11 @@ from typing import Any
 
 import pandas as pd
 
-from infercast.errors import InfercastError
+from infercast.store.connection import StoreError, connect, create, wait_s
 from infercast.store.drift import Drift, estimate, session_intervals
 from infercast.store.records import Measurement, Platform
-from infercast.store.schema import SCHEMA, SCHEMA_VERSION, SENTINELS_TABLE, TABLES
+from infercast.store.schema import SCHEMA_VERSION, SENTINELS_TABLE, TABLES
 from infercast.tables import write_table
-
-
-class StoreError(InfercastError):
-    """A store file that cannot be used (not SQLite, not ours, a newer schema)."""
 
 
 class Store:
@@ -50,29 +46,19 @@ class Store:
             )
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory: name a store file, e.g. {self.path / 'runs.db'}")
-        if exists:
-            self._check_foreign()
-        elif not self.path.parent.is_dir():
+        blank = self._check_foreign(readonly) if exists else True
+        if not exists and not self.path.parent.is_dir():
             raise StoreError(
                 f"cannot create the store {self.path}: the directory {self.path.parent} does not exist "
                 "(create it first)"
             )
         if readonly:
-            self.db = sqlite3.connect(self._readonly_uri(), uri=True, timeout=30, isolation_level=None)
+            self.db = sqlite3.connect(self._readonly_uri(), uri=True, timeout=wait_s(), isolation_level=None)
             return
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at each commit point
-        self.db.execute("PRAGMA foreign_keys=ON")
-        if not exists:
-            with self.transaction():
-                for statement in [*SCHEMA.split(";"), SENTINELS_TABLE]:
-                    if statement.strip():
-                        self.db.execute(statement)
-                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                self.db.execute("INSERT INTO meta VALUES ('created_by', 'infercast')")
-        else:
-            self._migrate()
+        if blank:
+            create(self.path, replace=exists)
+        self.db = connect(self.path)
+        self._migrate()
 
     def _migrate(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -89,9 +75,10 @@ class Store:
         writer_at_work = Path(f"{self.path}-wal").exists()
         return f"{self.path.resolve().as_uri()}?mode=ro" + ("" if writer_at_work else "&immutable=1")
 
-    def _check_foreign(self) -> None:
+    def _check_foreign(self, readonly: bool) -> bool:
         """Refuse, read-only and leaving nothing beside the file, anything that is not an infercast
-        store of a schema we know."""
+        store of a schema we know. True for a SQLite file without a single table (a creation that
+        failed before its schema was written, by an older infercast): a writer makes it a store."""
         with self.path.open("rb") as handle:
             header = handle.read(100)
         if header[:16] != b"SQLite format 3\x00":
@@ -123,6 +110,8 @@ class Store:
                 f"{self.path} is not a readable SQLite database ({error}: damaged or truncated); "
                 "nothing was changed"
             ) from None
+        if not tables and not readonly:
+            return True
         if not tables >= TABLES or version is None:
             raise StoreError(f"{self.path} is a SQLite file but not an infercast store; nothing was changed")
         if not str(version).isdigit():
@@ -134,10 +123,15 @@ class Store:
                 f"{self.path} has store schema {version}, newer than this infercast ({SCHEMA_VERSION}): "
                 "upgrade infercast to read it; nothing was changed"
             )
+        return False
 
     # --- plumbing ---------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; inside a caller's, part of that one (all its writes or none)."""
+        if self.db.in_transaction:
+            yield self.db
+            return
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db

@@ -1,5 +1,7 @@
 """The store's SQLite schema: its version, its tables, and what a migration adds to an older file."""
 
+import sqlite3
+
 SCHEMA_VERSION = 2
 
 SCHEMA = """
@@ -83,3 +85,14 @@ CREATE TABLE IF NOT EXISTS sentinels (
     UNIQUE (platform_id, campaign, pass_index, sentinel)
 )"""
 TABLES = {"meta", "platforms", "configs", "measurements", "op_measurements", "failures"}
+
+
+def write_schema(db: sqlite3.Connection) -> None:
+    """Create every table of a new store, and its version, in one transaction."""
+    db.execute("BEGIN IMMEDIATE")
+    for statement in [*SCHEMA.split(";"), SENTINELS_TABLE]:
+        if statement.strip():
+            db.execute(statement)
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    db.execute("INSERT INTO meta VALUES ('created_by', 'infercast')")
+    db.execute("COMMIT")
