@@ -1,4 +1,5 @@
-"""Child processes that never run the caller's script again.
+"""Child processes that never run the caller's script again, and that take what user code
+started with them when they go.
 
 ``multiprocessing``'s spawn and forkserver start methods import the parent's main module in every
 child, so that the child can unpickle functions defined there. infercast's children (measurement
@@ -11,6 +12,8 @@ bootstrapping phase") — and imported the ``infercast`` console script's CLI in
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -35,3 +38,29 @@ def main_module_hidden() -> Iterator[None]:
             main.__spec__ = spec
             if file is not None:
                 main.__file__ = file
+
+
+def lead_own_group() -> None:
+    """In a child that runs user code: become the leader of a new process group, so that what the
+    code forks (and what those fork) is killed with it (``kill_group``) instead of outliving the
+    command while holding its output pipes; and send what the code prints to stderr, so a
+    ``print()`` in a factory never mixes into ``--json`` output."""
+    if hasattr(os, "setpgid"):
+        os.setpgid(0, 0)
+    os.dup2(2, 1)
+
+
+def kill_group(pid: int | None) -> None:
+    """Kill the process group ``lead_own_group`` made (the child and all it started); nothing
+    when it is gone already."""
+    if pid is None or not hasattr(os, "killpg"):
+        return
+    try:
+        if os.getpgid(pid) != pid:
+            return  # not (or no longer) a group leader of ours: never signal another group
+    except ProcessLookupError:
+        pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return

@@ -51,25 +51,32 @@ def default_input_shape(model: onnx.ModelProto) -> tuple[int | None, ...]:
     return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims)
 
 
+def check_input_shape(model: onnx.ModelProto, input_shape: tuple[int, ...]) -> None:
+    """Refuse an input shape the model's declared input cannot take: another rank, or another size
+    where a dimension is fixed (a symbolic dimension takes any size). A model of several inputs is
+    left to ``capture_onnx``, which refuses it."""
+    if len(runtime_inputs(model)) != 1:
+        return
+    declared = default_input_shape(model)
+    given = "x".join(map(str, input_shape))
+    takes = f"the ONNX model's input {runtime_inputs(model)[0].name!r} takes "
+    takes += "x".join("?" if d is None else str(d) for d in declared) + " (? is any size)"
+    if len(declared) != len(input_shape):
+        raise InputShapeError(f"input shape {given} has rank {len(input_shape)}; {takes}")
+    for axis, (want, have) in enumerate(zip(declared, input_shape, strict=True)):
+        if want is not None and want != have:
+            raise InputShapeError(
+                f"input shape {given} does not fit: {takes}, axis {axis} is fixed to {want}"
+            )
+
+
 def capture_onnx(model: onnx.ModelProto, input_shape: tuple[int, ...], name: str = "") -> Graph:
     inputs = runtime_inputs(model)
     if len(inputs) != 1:
         raise CaptureError(
             f"infercast captures single-input models; this ONNX model has {len(inputs)} inputs"
         )
-    declared = default_input_shape(model)
-    if len(declared) != len(input_shape):
-        raise InputShapeError(
-            f"input shape {'x'.join(map(str, input_shape))} has rank {len(input_shape)}; "
-            f"the ONNX model's input {inputs[0].name!r} has rank {len(declared)}"
-        )
-    for axis, (want, have) in enumerate(zip(declared, input_shape, strict=True)):
-        if want is not None and want != have:
-            raise InputShapeError(
-                f"input shape {'x'.join(map(str, input_shape))} does not fit the ONNX model: "
-                f"axis {axis} is fixed to {want}"
-            )
-
+    check_input_shape(model, input_shape)
     model = onnx.ModelProto.FromString(model.SerializeToString())
     dims = model.graph.input[
         [i.name for i in model.graph.input].index(inputs[0].name)

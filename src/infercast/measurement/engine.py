@@ -16,7 +16,7 @@ from infercast.measurement.backends.base import Backend
 from infercast.measurement.protocol import Protocol, ci_half_width, cpu_times, steal_share, summarize
 from infercast.measurement.sensors import EnergySensor, NoSensor
 from infercast.measurement.worker import serve
-from infercast.processes import main_module_hidden
+from infercast.processes import kill_group, main_module_hidden
 from infercast.store import Measurement
 
 
@@ -90,6 +90,7 @@ class Worker:
         return self.process.is_alive()
 
     def kill(self) -> None:
+        kill_group(self.process.pid)  # the worker and whatever the user's code forked
         self.process.kill()
         self.process.join(timeout=5)
 
@@ -102,6 +103,7 @@ class Worker:
                 pass
         if self.alive:
             self.kill()
+        kill_group(self.process.pid)
 
 
 @dataclass

@@ -49,8 +49,8 @@ class Protocol:
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise MeasureError(f"protocol {item.name}={value!r} must be a non-negative number")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise MeasureError(f"protocol {item.name}={value!r} must be a finite non-negative number")
         for name in ("round_s", "ci_target", "timeout_s", "cap_s"):
             if getattr(self, name) <= 0:
                 raise MeasureError(f"protocol {name}={getattr(self, name)!r} must be positive")

@@ -42,6 +42,9 @@ def _reset_peak_rss() -> bool:
 def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> None:
     from infercast.measurement import backends
     from infercast.models import load_model
+    from infercast.processes import lead_own_group
+
+    lead_own_group()
 
     spec = dict(backend_spec)
     backend = backends.get(spec.pop("name"), **spec)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from infercast.errors import ModelLoadError
+from infercast.errors import InputShapeError, ModelLoadError
 from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
 from infercast.paths import check_name_length
 
@@ -27,6 +27,10 @@ def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedMode
     except Exception as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise ModelLoadError(f"{path} is not a valid ONNX model ({type(error).__name__}: {first})") from error
+    if input_shape is not None:
+        from infercast.graph.onnx_capture import check_input_shape
+
+        check_input_shape(model, input_shape)
     shape = input_shape or onnx_input_shape(model, path)
     return LoadedModel(file.name, "onnx", shape, onnx=model, path=str(file))
 
@@ -58,18 +62,32 @@ def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | 
     sys.modules[module_name] = user
     try:
         spec.loader.exec_module(user)
-    except Exception as error:
+    except (Exception, KeyboardInterrupt) as error:
         raise ModelLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
     function = getattr(user, factory, None)
     if not callable(function):
         raise ModelLoadError(f"{path} has no function {factory!r}")
     try:
         module = function()
-    except Exception as error:
+    except (Exception, KeyboardInterrupt) as error:
         raise ModelLoadError(f"{path}:{factory}() raised {type(error).__name__}: {error}") from error
     if not isinstance(module, torch.nn.Module):
         raise ModelLoadError(f"{path}:{factory}() returned {type(module).__name__}, not a torch.nn.Module")
-    shape = input_shape or tuple(
-        getattr(function, "input_shape", getattr(module, "input_shape", DEFAULT_IMAGE_SHAPE))
-    )
+    declared = getattr(function, "input_shape", getattr(module, "input_shape", DEFAULT_IMAGE_SHAPE))
+    shape = input_shape or _declared_shape(declared, f"{path}:{factory}")
     return LoadedModel(f"{file.name}:{factory}", "python", shape, module=module.eval(), path=str(file))
+
+
+def _declared_shape(value: Any, where: str) -> tuple[int, ...]:
+    """A factory's ``input_shape`` attribute: a sequence of positive integers."""
+    try:
+        shape = tuple(value)
+    except TypeError:
+        shape = ()
+    valid = bool(shape) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+    if not valid or isinstance(value, str | bytes):
+        raise InputShapeError(
+            f"{where}: its input_shape attribute {value!r} is not a sequence of positive integers such as "
+            "(1, 3, 224, 224); fix it or pass --input-shape"
+        )
+    return shape

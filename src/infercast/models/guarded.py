@@ -8,6 +8,7 @@ design-space strings run no user code and are captured in-process (no start-up c
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import re
 import traceback
@@ -20,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from infercast.errors import InfercastError, ModelLoadError
 from infercast.graph import Graph, capture
 from infercast.models import ZOOS, load_model
-from infercast.processes import main_module_hidden
+from infercast.processes import kill_group, lead_own_group, main_module_hidden
 
 _USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")
 
@@ -100,6 +101,8 @@ def capture_model(
     without fake tensors (the same graphs, several times faster). A model whose code makes tensors
     of its own on the CPU cannot run on meta; it is built again with weights, which also gives any
     error its usual message."""
+    if timeout_s is not None and not 0 < timeout_s < math.inf:
+        raise ValueError(f"--timeout-s={timeout_s!r} must be a positive number of seconds")
     if builds_without_weights(model):
         try:
             with torch.device("meta"), _RandomFillsSkipped():
@@ -110,8 +113,6 @@ def capture_model(
     if timeout_s is None or not runs_user_code(model):
         loaded = load_model(model, input_shape, batch_size)
         return capture(loaded), loaded.source
-    if timeout_s <= 0:
-        raise ValueError(f"--timeout-s={timeout_s!r} must be positive")
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
@@ -134,6 +135,7 @@ def capture_model(
                 f"{model}: the process loading it died (exit code {process.exitcode})"
             ) from None
     finally:
+        kill_group(process.pid)  # the child and whatever the user's code forked
         if process.is_alive():
             process.kill()
         process.join(timeout=5)
@@ -148,6 +150,7 @@ def capture_model(
 
 
 def _capture_in_child(conn: Connection, model: str, input_shape: Any, batch_size: int | None) -> None:
+    lead_own_group()
     try:
         loaded = load_model(model, input_shape, batch_size)
         conn.send(("ok", capture(loaded), loaded.source))
