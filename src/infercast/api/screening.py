@@ -92,11 +92,7 @@ def screen(
     _check_request(space, configs, models, ray_address, predictor, device, validate)
     if out is not None:
         check_output_file(out, (".parquet", ".csv"))
-    chosen_budgets = screening.Budgets.of(budgets)
-    if not chosen_budgets.active():
-        raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
-    listed = objectives.split(",") if isinstance(objectives, str) else list(objectives)
-    chosen = [o.strip() for o in listed if o.strip()]
+    chosen_budgets, chosen = _goals(budgets, objectives, weights)
     model_a, model_b, fixed, featurize = _models(predictor, predictor_b, device, space)
     options = {"shortlist": shortlist, "risk": risk, "predictor_b": model_b, "weights": weights}
     options.update(platform=platform, progress=progress)
@@ -121,6 +117,27 @@ def screen(
     if device is not None:
         data["device"] = _device_summary(device, model_a)
     return data
+
+
+def _goals(
+    budgets: Any, objectives: Sequence[str] | str, weights: dict[str, float] | None
+) -> tuple[Any, list[str]]:
+    """The budgets and objectives asked for, refused when there are none or a weight is not a
+    finite number, 0 or more."""
+    from infercast.screen import Budgets
+    from infercast.screen.request import OBJECTIVES, check_weights
+
+    chosen_budgets = Budgets.of(budgets)
+    if not chosen_budgets.active():
+        raise ValueError("give at least one budget: --max-latency-ms, --max-memory-mb or --max-energy-j")
+    listed = objectives.split(",") if isinstance(objectives, str) else list(objectives)
+    chosen = [o.strip() for o in listed if o.strip()]
+    if not chosen:
+        raise ValueError(
+            f"--objectives {objectives!r} names no objective: choose among {', '.join(OBJECTIVES)}"
+        )
+    check_weights(weights)
+    return chosen_budgets, chosen
 
 
 def _check_request(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,8 +17,9 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, explain
 from infercast.tables import to_python
 
 app = typer.Typer(
@@ -29,8 +31,9 @@ app = typer.Typer(
 )
 # Outside a terminal rich would wrap tables at 80 columns; COLUMNS or 160 reads better in logs.
 _width = shutil.get_terminal_size((160, 24)).columns
-console = Console(width=_width)
-err_console = Console(stderr=True, width=_width)
+# markup off: model names, paths and messages are user text, where brackets are not styles
+console = Console(width=_width, markup=False)
+err_console = Console(stderr=True, width=_width, markup=False)
 _state = {"debug": False}
 T = TypeVar("T")
 
@@ -55,14 +58,22 @@ def _root(
     _state["debug"] = debug
 
 
+def print_error(message: object) -> None:
+    """One ``error:`` line on stderr; the message is printed as it is (brackets in a user's model
+    name or path are text, never rich markup)."""
+    text = " ".join(str(message).split()) if "\n" in str(message) else str(message)
+    err_console.print(Text.assemble(("error:", "bold red"), " ", text), highlight=False, soft_wrap=True)
+
+
 def run_guarded(action: Callable[[], T]) -> T:
-    """Run a command body; a user error becomes one line on stderr and exit code 2."""
+    """Run a command body; a user error — or the machine refusing a file (disk full, read-only,
+    a store locked by another process) — becomes one line on stderr and exit code 2."""
     try:
         return action()
-    except (InfercastError, ValueError) as error:
+    except (InfercastError, ValueError, OSError, sqlite3.Error) as error:
         if _state["debug"]:
             raise
-        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        print_error(explain(error))
         raise typer.Exit(2) from None
 
 
@@ -117,4 +128,15 @@ def main() -> None:
     app()
 
 
-__all__ = ["Table", "app", "console", "human_bytes", "human_count", "main", "print_json", "run_guarded"]
+__all__ = [
+    "Table",
+    "Text",
+    "app",
+    "console",
+    "human_bytes",
+    "human_count",
+    "main",
+    "print_error",
+    "print_json",
+    "run_guarded",
+]

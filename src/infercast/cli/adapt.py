@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import app, console, err_console, print_json, run_guarded
+from infercast.cli import app, console, print_error, print_json, run_guarded
 from infercast.cli.train import metrics_table
 
 
@@ -42,7 +42,7 @@ def adapt(
     from infercast.api import adapt_device, suggest
 
     if plan is not None and not predictor:
-        err_console.print("[bold red]error:[/] --plan needs --predictor (source predictors to spread over)")
+        print_error("--plan needs --predictor (source predictors to spread over)")
         raise typer.Exit(2)
     if plan is not None:
         models = run_guarded(
@@ -56,7 +56,7 @@ def adapt(
             console.print(model, soft_wrap=True, highlight=False)
         return
     if db is None or out is None:
-        err_console.print("[bold red]error:[/] --db and --out are needed (or --plan SPACE to choose configs)")
+        print_error("--db and --out are needed (or --plan SPACE to choose configs)")
         raise typer.Exit(2)
 
     def body() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, print_json, run_guarded
 from infercast.predictors.routes import LABELS
 
 
@@ -18,16 +18,16 @@ def _pct(value: float | None) -> str:
 def _line(step: str, figures: dict[str, Any]) -> str | None:
     if step == "profile":
         return (
-            f"[bold]profile[/]: {figures['measured_now']} configs measured now, "
+            f"profile: {figures['measured_now']} configs measured now, "
             f"{figures['in_store']} in the store ({figures['seconds']:.0f} s)"
         )
     if step == "kernels":
         return (
-            f"[bold]kernel campaign[/]: {figures['measured_now']} one-kernel networks measured now, "
+            f"kernel campaign: {figures['measured_now']} one-kernel networks measured now, "
             f"{figures['in_store']} in the store ({figures['seconds']:.0f} s)"
         )
     if step == "train":
-        line = f"[bold]train[/]: CARB cascade blend + op-wise on {figures['n_train']} configs"
+        line = f"train: CARB cascade blend + op-wise on {figures['n_train']} configs"
         if figures.get("kernel_campaign"):
             line += f" + a kernel campaign ({figures['kernel_campaign']})"
         routes = figures.get("routes") or {}
@@ -42,23 +42,23 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
             )
         if figures["opwise"]:
             parts.append(f"op-wise latency MAPE {figures['opwise']['mape']:.1f} %")
-        return "[bold]evaluate[/] (held-out configs): " + "; ".join(parts)
+        return "evaluate (held-out configs): " + "; ".join(parts)
     if step == "networks":
         count = len(figures["networks"])
         return (
-            f"[bold]real networks[/]: {count} predicted, then measured: {_errors(figures['errors'])} "
+            f"real networks: {count} predicted, then measured: {_errors(figures['errors'])} "
             f"({figures['seconds']:.0f} s)"
         )
     if step == "screen":
         s1 = figures["stage1"]
         return (
-            f"[bold]screen[/]: {figures['candidates']:,} candidates, stage 1 {s1['seconds']:.1f} s removed "
+            f"screen: {figures['candidates']:,} candidates, stage 1 {s1['seconds']:.1f} s removed "
             f"{s1['elimination_rate']:.1%}; shortlist of {len(figures['shortlist'])} "
             f"({figures['seconds']:.0f} s)"
         )
     if step == "validate":
         return (
-            f"[bold]validate[/]: {figures['counts']}, budget classification "
+            f"validate: {figures['counts']}, budget classification "
             + (
                 f"{figures['budget_accuracy']:.0%} correct"
                 if figures["budget_accuracy"] is not None
@@ -67,7 +67,7 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
             + f" ({figures['seconds']:.0f} s)"
         )
     if step == "report":
-        return f"[bold]report[/]: {figures['path']}"
+        return f"report: {figures['path']}"
     return None
 
 
@@ -109,7 +109,8 @@ def demo(
             return
         line = _line(step, figures)
         if line and not as_json:
-            console.print(line)
+            name, _, rest = line.partition(":")
+            console.print(Text.assemble((name, "bold"), ":", rest), highlight=False)
 
     def body() -> dict[str, Any]:
         return run_demo(folder, minutes, configs, zoo, candidates, shortlist, progress, quick, kernels)

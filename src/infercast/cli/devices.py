@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, print_json, run_guarded
 
 devices_app = typer.Typer(
     help="Predictors shipped for devices you do not own (phones, GPUs, accelerators), with accuracy cards.",
@@ -78,7 +78,7 @@ def show(
         ("trained on", f"{info.n_train} {info.trained_on}"),
         ("data", info.source),
     ):
-        console.print(f"[bold]{label}[/]: {value}", highlight=False)
+        console.print(Text.assemble((label, "bold"), f": {value}"), highlight=False)
     card = info.card
     if not card:
         console.print("no accuracy card (run benchmarks/device_cards.py)")

@@ -16,7 +16,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from infercast.cli import MODEL_HELP, Table, app, console, err_console, print_json, run_guarded
+from infercast.cli import (
+    MODEL_HELP,
+    Table,
+    Text,
+    app,
+    console,
+    print_error,
+    print_json,
+    run_guarded,
+)
 from infercast.cli.options import (
     SPACES,
     Backend,
@@ -127,7 +136,8 @@ def _print_measured(results: list[dict[str, Any]], title: str) -> None:
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in results:
         if "failure" in r:
-            table.add_row(r["model"], f"[red]{r['failure']}[/]: {r['reason']}", "", "", "", "", "", "")
+            failure = Text.assemble((r["failure"], "red"), f": {r['reason']}")
+            table.add_row(r["model"], failure, "", "", "", "", "", "")
             continue
         memory = f"{r['peak_memory_bytes'] / 1e6:.1f} MB" if r["peak_memory_bytes"] is not None else "n/a"
         joules = f"{r['energy_j']:.4g} J" if r["energy_j"] is not None else "no sensor"
@@ -144,7 +154,7 @@ def _print_measured(results: list[dict[str, Any]], title: str) -> None:
     console.print(table)
     for r in results:
         if r.get("contended"):
-            console.print(f"[yellow]contended[/]: {r['model']}: {r['contended_reason']}")
+            console.print(Text.assemble(("contended", "yellow"), f": {r['model']}: {r['contended_reason']}"))
     if any(r.get("session_spread") is not None for r in results):
         console.print("95% CI: within the session and between sessions (the platform's sentinels)")
     for reason in {r["energy_reason"] for r in results if r.get("energy_reason")}:
@@ -206,7 +216,7 @@ def profile(
     from infercast.api.profiling import profile as run_profile
     from infercast.measurement import CampaignSpec
 
-    _check_profile_options(space, kernels, adaptive, limit, ray_address, devices)
+    _check_profile_options(space, kernels, adaptive, limit, ray_address, devices, op_runs)
     chosen_space = space or "kernels"
     if kernels:
         run_guarded(lambda: _check_kernels_space(chosen_space))
@@ -246,24 +256,28 @@ def _check_profile_options(
     limit: int | None,
     ray_address: str | None,
     devices: list[str] | None,
+    op_runs: int,
 ) -> None:
-    """Options that cannot go together: one line on stderr, exit 2."""
+    """Options that cannot go together, or a count below zero: one line on stderr, exit 2."""
     problem = None
-    if space is None and not kernels:
+    if op_runs < 0:
+        # checked even without --ops: a negative count is a typo whichever route would use it
+        problem = f"--op-runs {op_runs}: a whole number, 0 or more"
+    elif space is None and not kernels:
         problem = "give --space NAME (or --kernels for a kernel campaign)"
     elif adaptive and (not kernels or ray_address is not None or limit is not None):
         problem = "--adaptive plans a local kernel campaign: use it with --kernels, without --ray or --limit"
     elif devices and ray_address is None:
         problem = "--device names a Ray device kind: it needs --ray ADDRESS"
     if problem:
-        err_console.print(f"[bold red]error:[/] {problem}")
+        print_error(problem)
         raise typer.Exit(2)
 
 
 def _with_progress_bar(space: str, quiet: bool, body: Any) -> dict[str, Any]:
     """Run ``body(progress)`` under a progress bar of the campaign (none when ``quiet``)."""
     columns = (
-        TextColumn("[progress.description]{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import MODEL_HELP, Table, app, console, print_json, run_guarded
+from infercast.cli import MODEL_HELP, Table, Text, app, console, print_json, run_guarded
 
 
 @app.command()
@@ -73,7 +73,7 @@ def predict(
         energy = _with_interval(r, "energy_j") if r["energy_j"] is not None else "n/a"
         others = ", ".join(f"{short(o['route'])} {o['latency_ms']:.3g}" for o in r["routes"][1:]) or "–"
         # the first (worst) reason only; --json has them all
-        ood = f"[yellow]yes[/]: {r['ood_reason'].split(';')[0]}" if r["ood"] else "no"
+        ood = Text.assemble(("yes", "yellow"), f": {r['ood_reason'].split(';')[0]}") if r["ood"] else "no"
         table.add_row(r["model"], latency, short(r.get("route", "–")), others, memory, energy, ood)
     console.print(table)
     shown = {o["route"] for r in results for o in r["routes"]}
@@ -98,7 +98,11 @@ def _device_table(results: list[dict[str, Any]], devices: list[str]) -> None:
         by_model.setdefault(r["model"], []).append(r)
     for model, rows in by_model.items():
         table.add_row(
-            model, *(_with_interval(r, "latency_ms") + ("[yellow]*[/]" if r["ood"] else "") for r in rows)
+            model,
+            *(
+                Text.assemble(_with_interval(r, "latency_ms"), ("*" if r["ood"] else "", "yellow"))
+                for r in rows
+            ),
         )
     console.print(table)
     for r in results:
@@ -143,6 +147,6 @@ def predict_ops(
             f"{r['latency_ms']:.4g}",
             f"{r['latency_ms_low']:.4g}–{r['latency_ms_high']:.4g}",
             f"{r['kernel_sum_ms']:.4g}",
-            f"[yellow]yes[/]: {r['ood_reason']}" if r["ood"] else "no",
+            Text.assemble(("yes", "yellow"), f": {r['ood_reason']}") if r["ood"] else "no",
         )
     console.print(table)

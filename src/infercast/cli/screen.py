@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, print_json, run_guarded
 from infercast.cli.options import SPACES, protocol_of
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
@@ -114,8 +114,7 @@ def screen(
     from infercast.api import screen as run_screen
 
     def body() -> dict[str, Any]:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
+        with _stage_bars(as_json) as bar:
             tasks: dict[str, Any] = {}
 
             def progress(stage: str, done: int, total: int) -> None:
@@ -160,6 +159,12 @@ def screen(
     _print(data)
 
 
+def _stage_bars(quiet: bool) -> Progress:
+    """One bar per screening stage (none when ``quiet``)."""
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
+    return Progress(*columns, TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+
+
 def _print(data: dict[str, Any]) -> None:
     stage1, stage2 = data["stage1"], data["stage2"]
     console.print(f"{data['candidates']:,} candidates from {data['source']}; budgets {data['budgets']}")
@@ -189,9 +194,9 @@ def _print(data: dict[str, Any]) -> None:
         )
         console.print(f"device {device['device']}: {device['route']} — card: {figures}")
         if device["note"]:
-            console.print(f"[yellow]{device['note']}[/]")
+            console.print(device["note"], style="yellow")
     if data["message"]:
-        console.print(f"[yellow]{data['message']}[/]")
+        console.print(data["message"], style="yellow")
         rows = data["closest"]
     else:
         rows = data["shortlist"]
@@ -207,7 +212,7 @@ def _print(data: dict[str, Any]) -> None:
         if "front" in r:
             cells.append(str(r["front"]))
         if "ood" in r:
-            cells.append("[yellow]yes[/]" if r["ood"] else "no")
+            cells.append(Text("yes", style="yellow") if r["ood"] else "no")
         table.add_row(*cells)
     console.print(table)
     if data.get("validation"):

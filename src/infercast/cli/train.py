@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import Table, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, print_json, run_guarded
 
 _SHOWN = ("r2", "mape", "within_10pct", "spearman", "coverage")
 
@@ -132,7 +132,9 @@ def evaluate(
     )
     console.print(metrics_table(title, result["targets"]))
     if not result["same_platform"]:
-        console.print(f"[yellow]note[/]: platform {result['platform']} is not the predictor's own")
+        console.print(
+            Text.assemble(("note", "yellow"), f": platform {result['platform']} is not the predictor's own")
+        )
     if "opwise" in result:
         console.print(metrics_table("op-wise latency", {"latency": result["opwise"]}))
     if "combined" in result:

@@ -10,6 +10,23 @@ from infercast.errors import InfercastError
 from infercast.predictors import TARGETS, CascadeBlend
 
 OBJECTIVES = ("latency", "memory", "energy", "flops", "params")
+
+
+def check_weights(weights: dict[str, float] | None) -> None:
+    """Ranking weights: known objectives, each finite and not negative, not all zero."""
+    if weights is None:
+        return
+    for name, weight in weights.items():
+        if name not in OBJECTIVES:
+            raise ScreenError(
+                f"--weights: {name!r} is not an objective; choose among {', '.join(OBJECTIVES)}"
+            )
+        if not 0 <= weight < math.inf:
+            raise ScreenError(f"--weights: {name}={weight!r} must be a finite number of 0 or more")
+    if not any(weights.values()):
+        raise ScreenError("--weights: every weight is 0; give at least one a positive weight")
+
+
 _BUDGET_TARGETS = {"latency": "max_latency_ms", "memory": "max_memory_mb", "energy": "max_energy_j"}
 
 

@@ -89,6 +89,20 @@ def restrict(space: Space, name: str, values: tuple[Any, ...] | list[Any]) -> Sp
     return UserSpace(space.name, family, tuple(params), space.description)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one
+    silently, so a space would quietly lose a choice its author wrote)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        for i, key in enumerate(keys):
+            if key in keys[:i]:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice", node.value[i][0].start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_user_space(path: str | Path) -> UserSpace:
     from infercast.space import get
 
@@ -96,7 +110,7 @@ def load_user_space(path: str | Path) -> UserSpace:
     if not file.is_file():
         raise SpaceError(f"space file not found: {path}")
     try:
-        document = yaml.safe_load(file.read_text())
+        document = yaml.load(file.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as error:
         raise SpaceError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(document, dict):
@@ -134,6 +148,8 @@ def load_user_space(path: str | Path) -> UserSpace:
 
 def _restrict(path: str | Path, param: Param, spec: Any) -> Param:
     where = f"{path}: params.{param.name}"
+    if isinstance(spec, dict) and not spec:
+        raise SpaceError(f"{where}: an empty range {{}}; give min and/or max, or a list of choices")
     if isinstance(spec, dict):
         unknown = sorted(set(spec) - _RANGE_KEYS)
         if unknown:
