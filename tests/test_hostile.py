@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from typer.testing import CliRunner
 
 from infercast.cli import app
 
+from . import hostile_world
 from .helpers import SMALL, infercast, synthetic_store
 
 FACTORIES = """
@@ -73,13 +76,17 @@ SPACES = {
     "space-family-nb.yaml": GOOD_SPACE.replace("carb-resnet", "no-such-family"),
     "space-empty-list.yaml": GOOD_SPACE.replace("width: [0.25]", "width: []"),
     "space-string-width.yaml": GOOD_SPACE.replace("width: [0.25]", "width: [wide]"),
+    "space-duplicate-key.yaml": GOOD_SPACE.replace("  batch: [1]", "  batch: [1]\n  width: [0.5]"),
+    "space-empty-map.yaml": GOOD_SPACE.replace("width: [0.25]", "width: {}"),
+    "space-family-markup.yaml": GOOD_SPACE.replace("carb-resnet", "'[red]family[/]'"),
 }
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory) -> Iterator[Path]:
     """Everything the cases read, built once: a store and a predictor trained on it, op tables,
-    model factories, spaces, and damaged copies of each."""
+    model factories, spaces, damaged copies of each (``hostile_world``), a tampered device cache
+    (``INFERCAST_CACHE``) and a store another writer holds locked (waited for half a second)."""
     from infercast import api
     from infercast.predictors import CascadeBlend
 
@@ -107,6 +114,7 @@ def world(tmp_path_factory) -> Path:
         "model,op_type,h_in,w_in,c_in,h_out,w_out,c_out,kernel_size,stride,groups,flops,latency_ms\n"
         + "".join(f"m{i},conv,8,8,4,8,8,4,3,1,1,{1000 * (i + 1)},{0.1 * (i + 1)}\n" for i in range(6))
     )
+    (w / "e2e-good.csv").write_text("model,latency_ms\nspace:carb-resnet?depth=8,1.5\n")
     (w / "e2e.csv").write_text("model,latency_ms\n" + "".join(f"m{i},{0.2 * (i + 1)}\n" for i in range(6)))
     (w / "ops-no-model.csv").write_text("op_type,flops,latency_ms\nconv,100,0.1\n")
     (w / "e2e-no-latency.csv").write_text("model\nm0\n")
@@ -114,9 +122,14 @@ def world(tmp_path_factory) -> Path:
     (w / "ops.txt").write_text("model,op_type\n")
     (w / "configs.csv").write_text("depth,width\n8,0.25\n")
     _damaged_predictors(w)
+    release = hostile_world.build(w)
     # the world is read by every case: none may change it
     os.sync()
-    return w
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFERCAST_CACHE", str(w / "cache"))
+        patch.setenv("INFERCAST_STORE_WAIT_S", "0.5")
+        yield w
+    release()
 
 
 def _damaged_predictors(w: Path) -> None:
@@ -444,12 +457,475 @@ CASES = [
     ("inspect-missing-factory", "inspect {w}/factories.py:nothing", 2, "no function", []),
     ("inspect-bad-space-value", "inspect space:carb-resnet?depth=9", 2, "depth", []),
     ("inspect-unknown-space-key", "inspect space:carb-resnet?colour=red", 2, "colour", []),
+    # -- a data file is data: importing a table never runs code, and is all or nothing ----------
+    (
+        "import-runs-code",
+        "db import {w}/import-py.csv --device d --db {w}/i1.db",
+        2,
+        "run code",
+        ["planted-ran", "i1.db"],
+    ),
+    (
+        "import-inf-latency",
+        "db import {w}/import-inf.csv --device d --db {w}/i2.db",
+        2,
+        "latency_ms, row 2",
+        ["i2.db"],
+    ),
+    (
+        "import-1e400-latency",
+        "db import {w}/import-1e400.csv --device d --db {w}/i3.db",
+        2,
+        "latency_ms, row 2",
+        ["i3.db"],
+    ),
+    (
+        "import-negative-latency",
+        "db import {w}/import-negative.csv --device d --db {w}/i4.db",
+        2,
+        "-2",
+        ["i4.db"],
+    ),
+    (
+        "import-zero-latency",
+        "db import {w}/import-zero.csv --device d --db {w}/i5.db",
+        2,
+        "above 0",
+        ["i5.db"],
+    ),
+    (
+        "import-text-latency",
+        "db import {w}/import-text.csv --device d --db {w}/i6.db",
+        2,
+        "'fast'",
+        ["i6.db"],
+    ),
+    (
+        "import-negative-std",
+        "db import {w}/import-std-negative.csv --device d --db {w}/i7.db",
+        2,
+        "std_ms",
+        ["i7.db"],
+    ),
+    ("import-inf-std", "db import {w}/import-std-inf.csv --device d --db {w}/i8.db", 2, "std_ms", ["i8.db"]),
+    (
+        "import-negative-memory",
+        "db import {w}/import-memory-negative.csv --device d --db {w}/i9.db",
+        2,
+        "peak_memory_mb",
+        ["i9.db"],
+    ),
+    (
+        "import-zero-memory",
+        "db import {w}/import-memory-zero.csv --device d --db {w}/i10.db",
+        2,
+        "peak_memory_mb",
+        ["i10.db"],
+    ),
+    (
+        "import-negative-energy",
+        "db import {w}/import-energy-negative.csv --device d --db {w}/i11.db",
+        2,
+        "energy_j",
+        ["i11.db"],
+    ),
+    (
+        "import-fractional-n",
+        "db import {w}/import-n-fraction.csv --device d --db {w}/i12.db",
+        2,
+        "whole number",
+        ["i12.db"],
+    ),
+    ("import-inf-n", "db import {w}/import-n-inf.csv --device d --db {w}/i13.db", 2, "n, row 1", ["i13.db"]),
+    (
+        "import-zero-n",
+        "db import {w}/import-n-zero.csv --device d --db {w}/i14.db",
+        2,
+        "n, row 1",
+        ["i14.db"],
+    ),
+    (
+        "import-bool-latency",
+        "db import {w}/import-bool.csv --device d --db {w}/i15.db",
+        2,
+        "bool",
+        ["i15.db"],
+    ),
+    (
+        "import-datetime-latency",
+        "db import {w}/import-datetime.parquet --device d --db {w}/i16.db",
+        2,
+        "datetime",
+        ["i16.db"],
+    ),
+    (
+        "import-conflicting-rows",
+        "db import {w}/import-conflict.csv --device d --db {w}/i17.db",
+        2,
+        "appears twice",
+        ["i17.db"],
+    ),
+    (
+        "import-duplicated-column",
+        "db import {w}/import-dup-column.csv --device d --db {w}/i18.db",
+        2,
+        "more than once",
+        ["i18.db"],
+    ),
+    (
+        "import-no-loadable-model",
+        "db import {w}/import-no-model.csv --device d --db {w}/i19.db",
+        2,
+        "none of its 2",
+        ["i19.db"],
+    ),
+    (
+        "import-fourth-row-bad",
+        "db import {w}/import-fourth-bad.csv --device d --db {w}/i20.db",
+        2,
+        "row 4",
+        ["i20.db"],
+    ),
+    (
+        "import-empty-model",
+        "db import {w}/import-empty-model.csv --device d --db {w}/i21.db",
+        2,
+        "row 2: empty",
+        ["i21.db"],
+    ),
+    (
+        "import-into-runs-db-bad",
+        "db import {w}/import-fourth-bad.csv --device d --db {w}/runs.db",
+        2,
+        "row 4",
+        ["runs.db"],
+    ),
+    # -- an output is never what the command reads, nor a store ---------------------------------
+    (
+        "export-out-links-to-store",
+        "db export --db {w}/runs.db --out {w}/store-link.csv",
+        2,
+        "which this command reads",
+        ["runs.db"],
+    ),
+    (
+        "export-out-is-a-store",
+        "db export --db {w}/runs.db --out {w}/store.csv",
+        2,
+        "SQLite database",
+        ["store.csv"],
+    ),
+    (
+        "sample-out-is-a-store",
+        "space sample carb-resnet --n 5 --out {w}/store.csv",
+        2,
+        "SQLite database",
+        ["store.csv"],
+    ),
+    (
+        "sample-out-links-to-store",
+        "space sample carb-resnet --n 5 --out {w}/store-link.csv",
+        2,
+        "SQLite database",
+        ["runs.db"],
+    ),
+    (
+        "report-out-links-to-store",
+        "report --db {w}/runs.db --out {w}/store-link.html",
+        2,
+        "which this command reads",
+        ["runs.db"],
+    ),
+    (
+        "screen-out-is-a-store",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --out {w}/store.csv",
+        2,
+        "SQLite database",
+        ["store.csv"],
+    ),
+    (
+        "adapt-out-is-source",
+        "adapt --predictor {w}/pred --db {w}/runs.db --out {w}/pred --k 3",
+        2,
+        "reads",
+        ["pred/meta.json"],
+    ),
+    (
+        "adapt-out-links-to-source",
+        "adapt --predictor {w}/pred --db {w}/runs.db --out {w}/pred-link --k 3",
+        2,
+        "reads",
+        ["pred/meta.json"],
+    ),
+    (
+        "adapt-out-foreign-dir",
+        "adapt --predictor {w}/pred --db {w}/runs.db --out {w}/foreign-dir --k 3",
+        2,
+        "other files",
+        ["foreign-dir/notes.txt"],
+    ),
+    (
+        "train-out-foreign-dir",
+        "train --db {w}/runs.db --out {w}/foreign-dir",
+        2,
+        "other files",
+        ["foreign-dir/notes.txt"],
+    ),
+    ("train-out-is-the-store", "train --db {w}/runs.db --out {w}/runs.db", 2, "runs.db", ["runs.db"]),
+    (
+        "train-ops-out-foreign-dir",
+        "train-ops --ops {w}/ops.csv --e2e {w}/e2e.csv --out {w}/foreign-dir",
+        2,
+        "other files",
+        ["foreign-dir/notes.txt"],
+    ),
+    # -- model files whose numbers or links are damaged: refused, never predicted from or looped on
+    ("pred-xgb-nan", "predict --predictor {w}/pred-xgb-nan space:carb-resnet", 2, "pred-xgb-nan", []),
+    ("pred-xgb-huge", "predict --predictor {w}/pred-xgb-huge space:carb-resnet", 2, "pred-xgb-huge", []),
+    ("pred-lgb-nan", "predict --predictor {w}/pred-lgb-nan space:carb-resnet", 2, "leaf value", []),
+    ("pred-lgb-shifted", "predict --predictor {w}/pred-lgb-shifted space:carb-resnet", 2, "tree_sizes", []),
+    ("pred-lgb-loop", "predict --predictor {w}/pred-lgb-loop space:carb-resnet", 2, "not after it", []),
+    (
+        "pred-lgb-feature",
+        "predict --predictor {w}/pred-lgb-feature space:carb-resnet",
+        2,
+        "a feature outside",
+        [],
+    ),
+    ("pred-forest-nan", "predict --predictor {w}/pred-forest-nan space:carb-resnet", 2, "finite", []),
+    (
+        "pred-forest-out-of-bounds",
+        "predict --predictor {w}/pred-forest-oob space:carb-resnet",
+        2,
+        "outside the arrays",
+        [],
+    ),
+    (
+        "pred-forest-short-arrays",
+        "predict --predictor {w}/pred-forest-short space:carb-resnet",
+        2,
+        "differ in length",
+        [],
+    ),
+    (
+        "pred-forest-cycle",
+        "predict --predictor {w}/pred-forest-cycle space:carb-resnet",
+        2,
+        "before itself",
+        [],
+    ),
+    ("pred-trend-nan", "predict --predictor {w}/pred-trend-nan space:carb-resnet", 2, "trend", []),
+    ("pred-weights-nan", "predict --predictor {w}/pred-weights-nan space:carb-resnet", 2, "weights", []),
+    (
+        "pred-weights-negative",
+        "predict --predictor {w}/pred-weights-negative space:carb-resnet",
+        2,
+        "below 0",
+        [],
+    ),
+    (
+        "pred-quantile-negative",
+        "predict --predictor {w}/pred-quantile-negative space:carb-resnet",
+        2,
+        "quantiles",
+        [],
+    ),
+    (
+        "pred-physical-nan-costs",
+        "predict --predictor {w}/pred-physical-nan space:carb-resnet",
+        2,
+        "costs",
+        [],
+    ),
+    (
+        "pred-routes-unknown",
+        "predict --predictor {w}/pred-routes-unknown space:carb-resnet",
+        2,
+        "teleport",
+        [],
+    ),
+    (
+        "pred-meta-fifo",
+        "predict --predictor {w}/pred-fifo-meta space:carb-resnet",
+        2,
+        "not a regular file",
+        [],
+    ),
+    (
+        "pred-forest-fifo",
+        "predict --predictor {w}/pred-fifo-forest space:carb-resnet",
+        2,
+        "not a regular file",
+        [],
+    ),
+    (
+        "pred-meta-dev-zero",
+        "predict --predictor {w}/pred-meta-zero space:carb-resnet",
+        2,
+        "not a regular file",
+        [],
+    ),
+    (
+        "pred-meta-nested-deep",
+        "predict --predictor {w}/pred-meta-deep space:carb-resnet",
+        2,
+        "nested too deep",
+        [],
+    ),
+    ("pred-ood-nested-deep", "predict --predictor {w}/pred-ood-deep space:carb-resnet", 2, "ood.json", []),
+    ("pred-unfinished", "predict --predictor {w}/pred-unfinished space:carb-resnet", 2, "never finished", []),
+    (
+        "screen-forest-cycle",
+        "screen --predictor {w}/pred-forest-cycle --space carb-resnet --n 10 --max-latency-ms 5",
+        2,
+        "before itself",
+        [],
+    ),
+    (
+        "evaluate-trend-nan",
+        "evaluate --predictor {w}/pred-trend-nan --db {w}/runs.db",
+        2,
+        "trend",
+        ["runs.db"],
+    ),
+    (
+        "adapt-from-damaged",
+        "adapt --predictor {w}/pred-weights-nan --db {w}/runs.db --out {w}/ad2 --k 3",
+        2,
+        "weights",
+        ["ad2"],
+    ),
+    ("device-cache-nan-costs", "predict --device s10/gpu space:carb-resnet", 2, "delete", []),
+    ("device-cache-negative-costs", "predict --device mi8se/gpu space:carb-resnet", 2, "below 0", []),
+    ("device-cache-nan-quantile", "predict --device pixel4/gpu space:carb-resnet", 2, "interval_q", []),
+    # -- brackets in user text are text, not rich markup -----------------------------------------
+    ("markup-model-name", "inspect [bold]x", 2, "[bold]x", []),
+    ("markup-closing-tag", "inspect [/]", 2, "[/]", []),
+    ("markup-onnx-path", "inspect {w}/[red]none.onnx", 2, "[red]none.onnx", []),
+    ("markup-space-name", "space show [bold]nope", 2, "[bold]nope", []),
+    ("markup-predictor-path", "predict --predictor {w}/[bold]pred space:carb-resnet", 2, "[bold]pred", []),
+    ("markup-store-path", "db export --db {w}/[b].db --out {w}/o9.csv", 2, "[b].db", ["o9.csv"]),
+    ("markup-device-name", "devices show [bold]x[/]", 2, "[bold]x[/]", []),
+    ("markup-predict-device", "predict --device [red]phone space:carb-resnet", 2, "[red]phone", []),
+    ("markup-import-file", "db import {w}/[x].csv --device d --db {w}/i30.db", 2, "[x].csv", ["i30.db"]),
+    ("markup-factory-error", "inspect {w}/factories.py:raises_brackets", 2, "[/] broken [bold]", []),
+    ("markup-yaml-value", "space show {w}/space-family-markup.yaml", 2, "[red]family[/]", []),
+    # -- the machine says no: disk full, a store locked by another writer -----------------------
+    ("export-disk-full", "db export --db {w}/runs.db --out {w}/full.csv", 2, "disk is full", ["runs.db"]),
+    ("sample-disk-full", "space sample carb-resnet --n 50 --out {w}/full.csv", 2, "disk is full", []),
+    (
+        "screen-disk-full",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 100000 --out {w}/full.csv",
+        2,
+        "disk is full",
+        [],
+    ),
+    ("report-disk-full", "report --db {w}/runs.db --out {w}/full.html", 2, "disk is full", ["runs.db"]),
+    (
+        "import-locked-store",
+        "db import {w}/e2e-good.csv --device d --db {w}/locked.db",
+        2,
+        "locked by another process",
+        [],
+    ),
+    (
+        "measure-locked-store",
+        "measure space:carb-resnet?depth=8 --db {w}/locked.db --warmup-s 0.05 --round-s 0.02",
+        2,
+        "locked by another process",
+        [],
+    ),
+    # -- numbers that are not numbers -------------------------------------------------------------
+    ("measure-warmup-nan", "measure {w}/factories.py:tiny --warmup-s nan", 2, "warmup_s", []),
+    ("measure-round-nan", "measure {w}/factories.py:tiny --round-s nan", 2, "round_s", []),
+    ("measure-cap-inf", "measure {w}/factories.py:tiny --cap-s inf", 2, "cap_s", []),
+    ("measure-timeout-inf", "measure {w}/factories.py:tiny --timeout-s inf", 2, "timeout_s", []),
+    ("measure-timeout-nan", "measure {w}/factories.py:tiny --timeout-s nan", 2, "timeout_s", []),
+    ("inspect-timeout-inf", "inspect {w}/factories.py:tiny --timeout-s inf", 2, "--timeout-s", []),
+    (
+        "profile-warmup-nan",
+        "profile --space {w}/space.yaml --n 2 --db {w}/pw.db --warmup-s nan",
+        2,
+        "warmup_s",
+        ["pw.db"],
+    ),
+    ("profile-zero-n", "profile --space {w}/space.yaml --n 0 --db {w}/pz.db", 2, "n=0", ["pz.db"]),
+    (
+        "profile-negative-op-runs",
+        "profile --space {w}/space.yaml --n 2 --db {w}/po.db --op-runs -1",
+        2,
+        "--op-runs",
+        ["po.db"],
+    ),
+    (
+        "screen-empty-objectives",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --objectives ,",
+        2,
+        "names no objective",
+        [],
+    ),
+    (
+        "screen-nan-weight",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --weights latency=nan",
+        2,
+        "latency=nan",
+        [],
+    ),
+    (
+        "screen-negative-weight",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --weights latency=-1",
+        2,
+        "latency=-1",
+        [],
+    ),
+    (
+        "screen-unknown-weight",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --weights speed=1",
+        2,
+        "'speed'",
+        [],
+    ),
+    (
+        "screen-zero-weights",
+        "screen --predictor {w}/pred --space carb-resnet --n 10 --max-latency-ms 5 --weights latency=0",
+        2,
+        "every weight is 0",
+        [],
+    ),
+    # -- shapes and factories that lie about themselves -------------------------------------------
+    ("yaml-duplicate-key", "space show {w}/space-duplicate-key.yaml", 2, "appears twice", []),
+    ("yaml-empty-range", "space show {w}/space-empty-map.yaml", 2, "empty range", []),
+    ("onnx-shape-does-not-fit", "inspect {w}/dynamic.onnx --input-shape 1x3x32x32", 2, "?x3x16x16", []),
+    ("onnx-rank-does-not-fit", "inspect {w}/dynamic.onnx --input-shape 1x3x16", 2, "?x3x16x16", []),
+    ("factory-malformed-shape", "inspect {w}/factories.py:bad_shape", 2, "input_shape attribute", []),
+    ("factory-negative-shape", "inspect {w}/factories.py:negative_shape", 2, "input_shape attribute", []),
+    ("factory-keyboard-interrupt", "inspect {w}/factories.py:interrupts", 2, "KeyboardInterrupt", []),
+    (
+        "predict-keyboard-interrupt",
+        "predict --predictor {w}/pred {w}/factories.py:interrupts",
+        2,
+        "KeyboardInterrupt",
+        [],
+    ),
 ]
+
+
+HANG_S = 90
+
+
+def _hung(signum: int, frame: object) -> None:
+    raise TimeoutError(f"the command hung: no answer within {HANG_S} s")
 
 
 def _run(args: str, w: Path) -> tuple[int, str, str]:
     runner = CliRunner()
-    result = runner.invoke(app, args.replace("{w}", str(w)).split(), catch_exceptions=True)
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(HANG_S)
+    try:
+        result = runner.invoke(app, args.replace("{w}", str(w)).split(), catch_exceptions=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"a traceback instead of one line: {result.exception!r}") from result.exception
     return result.exit_code, result.stdout, result.stderr
@@ -476,7 +952,7 @@ def test_hostile_input_is_one_line_and_touches_nothing(world, args, code, phrase
 
 
 def test_there_are_enough_cases() -> None:
-    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+    assert len(CASES) >= 175 and len({c[0] for c in CASES}) == len(CASES)
 
 
 # -- commands that run user code never outlive --timeout-s by more than a few seconds -------------

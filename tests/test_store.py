@@ -77,6 +77,28 @@ def test_round_trip_and_no_duplicates(tmp_path) -> None:
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_store_created_meanwhile_by_another_process_is_kept(tmp_path) -> None:
+    from infercast.store.connection import create
+
+    path = tmp_path / "runs.db"
+    with Store(path) as store:  # the other process: created the store and wrote to it
+        platform_id = store.add_platform(PLATFORM)
+        store.add_configs([{"id": "a", "model": "space:x?k=1"}])
+        store.add_measurement(platform_id, "c1", measurement("a"))
+    create(path, replace=False)  # this one found no file a moment ago and built its own
+    with Store(path) as store:
+        assert len(store.measurements()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+
+
+def test_a_schema_less_file_left_by_a_failed_creation_becomes_a_store(tmp_path) -> None:
+    path = tmp_path / "runs.db"
+    sqlite3.connect(path).execute("PRAGMA user_version=1").connection.close()
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    with Store(path) as store:
+        assert store.measurements().empty
+
+
 def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
