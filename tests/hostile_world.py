@@ -8,11 +8,11 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 PLANTED = """
@@ -65,6 +65,8 @@ def forks():
     time.sleep(3600)
 """
 
+FROZEN_UNAVAILABLE = "frozen-unavailable"
+
 GOOD = "model,latency_ms\nspace:carb-resnet?depth=8,1.5\n"
 # name → the text of a table to import; each one is refused whole
 IMPORTS = {
@@ -115,7 +117,13 @@ def build(w: Path) -> Callable[[], None]:
     _damaged_files(w)
     _dynamic_onnx(w / "dynamic.onnx")
     _tampered_cache(w / "cache")
-    return _locked_store(w / "locked.db")
+    thaw, unlock = _frozen(w / "frozen"), _locked_store(w / "locked.db")
+
+    def release() -> None:
+        unlock()
+        thaw()
+
+    return release
 
 
 def _copy(w: Path, name: str) -> Path:
@@ -269,6 +277,23 @@ def _tampered_cache(root: Path) -> None:
         _edit_json(folder / "meta.json", change)
 
 
+def _frozen(folder: Path) -> Callable[[], None]:
+    """A directory and the store in it made immutable (``chattr +i``): neither can be written, even
+    by root, whom file modes do not stop. Where that is not possible (no root, a file system
+    without the attribute) ``FROZEN_UNAVAILABLE`` beside it says why, and its cases are skipped."""
+    folder.mkdir()
+    shutil.copy(folder.parent / "runs.db", folder / "runs.db")
+    paths = [str(folder / "runs.db"), str(folder)]
+    try:
+        made = subprocess.run(["chattr", "+i", *paths], capture_output=True, text=True)
+        problem = made.stderr.strip() if made.returncode else ""
+    except FileNotFoundError:
+        problem = "no chattr on this machine"
+    if problem:
+        (folder.parent / FROZEN_UNAVAILABLE).write_text(problem)
+    return lambda: subprocess.run(["chattr", "-i", *paths], capture_output=True, check=False)
+
+
 def _locked_store(path: Path) -> Callable[[], None]:
     """A store another process is writing: a write transaction held open until released."""
     from infercast.store import Store
@@ -294,8 +319,3 @@ def _locked_store(path: Path) -> Callable[[], None]:
         holder.join(30)
 
     return stop
-
-
-def repeated_rows(n: int) -> pd.DataFrame:
-    """``n`` identical rows of one model (a log concatenated with itself many times)."""
-    return pd.DataFrame({"model": ["space:carb-resnet?depth=8"] * n, "latency_ms": np.full(n, 1.5)})

@@ -835,6 +835,50 @@ CASES = [
         "locked by another process",
         [],
     ),
+    # -- an immutable store and directory (chattr +i): not writable even by root ------------------
+    (
+        "import-immutable-store",
+        "db import {w}/e2e-good.csv --device d --db {w}/frozen/runs.db",
+        2,
+        "not writable",
+        ["frozen/runs.db"],
+    ),
+    (
+        "import-new-store-in-immutable-dir",
+        "db import {w}/e2e-good.csv --device d --db {w}/frozen/new.db",
+        2,
+        "not writable",
+        ["frozen/new.db"],
+    ),
+    (
+        "measure-immutable-store",
+        "measure space:carb-resnet?depth=8 --db {w}/frozen/runs.db --warmup-s 0.05 --round-s 0.02",
+        2,
+        "not writable",
+        ["frozen/runs.db"],
+    ),
+    (
+        "profile-immutable-store",
+        "profile --space {w}/space.yaml --n 2 --db {w}/frozen/runs.db",
+        2,
+        "not writable",
+        ["frozen/runs.db"],
+    ),
+    (
+        "export-immutable-dir",
+        "db export --db {w}/runs.db --out {w}/frozen/x.csv",
+        2,
+        "not writable",
+        ["runs.db"],
+    ),
+    (
+        "report-immutable-dir",
+        "report --db {w}/runs.db --out {w}/frozen/r.html",
+        2,
+        "not writable",
+        ["runs.db"],
+    ),
+    ("train-immutable-dir", "train --db {w}/runs.db --out {w}/frozen/pred", 2, "not writable", ["runs.db"]),
     # -- numbers that are not numbers -------------------------------------------------------------
     ("measure-warmup-nan", "measure {w}/factories.py:tiny --warmup-s nan", 2, "warmup_s", []),
     ("measure-round-nan", "measure {w}/factories.py:tiny --round-s nan", 2, "round_s", []),
@@ -942,6 +986,9 @@ def _snapshot(w: Path, names: list[str]) -> dict[str, bytes | None]:
     ("args", "code", "phrase", "unchanged"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_hostile_input_is_one_line_and_touches_nothing(world, args, code, phrase, unchanged) -> None:
+    frozen = world / hostile_world.FROZEN_UNAVAILABLE
+    if "{w}/frozen/" in args and frozen.exists():
+        pytest.skip(f"no immutable directory here: {frozen.read_text()}")
     before = _snapshot(world, unchanged)
     exit_code, _, stderr = _run(args, world)
     assert exit_code == code, stderr

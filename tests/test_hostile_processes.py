@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,19 @@ def _finished(process: subprocess.Popen[bytes]) -> float:
     return time.monotonic() - started
 
 
+def _new_meta(folder: Path, old: str) -> bool:
+    """Whether a new ``meta.json`` is written, beside ``pred`` or (were it written in place) in it."""
+    written = [*folder.glob(".pred.partial-*/meta.json"), folder / "pred" / "meta.json"]
+    return any(p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() != old for p in written)
+
+
+def _wait_for(condition: Callable[[], bool], limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, "train never reached the point to kill it at"
+        time.sleep(0.01)
+
+
 def test_train_killed_at_random_points_leaves_the_old_predictor_or_the_new_one(tmp_path) -> None:
     synthetic_store(tmp_path / "old.db", n=30)
     synthetic_store(tmp_path / "new.db", n=40, seed=5)
@@ -62,22 +76,23 @@ def test_train_killed_at_random_points_leaves_the_old_predictor_or_the_new_one(t
     duration = _finished(_train(tmp_path / "new.db", reference))
     new = {name: digest for name, digest in _files(reference).items() if name not in DATED}
     rng = random.Random(50)
-    outcomes = []
-    for attempt in range(6):
+    # where the issue saw a mix (SIGTERM once the new blend's meta.json is written), then at random
+    points: list[float | None] = [None] + [rng.uniform(0.3, 1.05) * duration for _ in range(5)]
+    for attempt, point in enumerate(points):
         process = _train(tmp_path / "new.db", pred)
-        time.sleep(rng.uniform(0.3, 1.05) * duration)
+        if point is None:
+            _wait_for(lambda before=old["meta.json"]: _new_meta(tmp_path, before), duration * 2)
+        else:
+            time.sleep(point)
         process.send_signal(signal.SIGKILL if attempt % 2 else signal.SIGTERM)
         process.communicate(timeout=60)
         now = _files(pred)
         if now == old:
-            outcomes.append("old")
             continue
-        outcomes.append("new")
         assert UNFINISHED not in now and "opwise/meta.json" not in now, sorted(now)
         assert {n: d for n, d in now.items() if n not in DATED} == new, "a mix of two trainings"
         assert now["meta.json"] != old["meta.json"]
         old = now
-    print("outcomes:", outcomes)
     # the next run sweeps what the killed ones left beside the directory
     _finished(_train(tmp_path / "new.db", pred))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".pred")) == []
