@@ -152,6 +152,18 @@ def _damaged_files(w: Path) -> None:
 
     _edit_json(_copy(w, "pred-xgb-nan") / "latency.xgboost.xgb.json", leaves(float("nan")))
     _edit_json(_copy(w, "pred-xgb-huge") / "latency.xgboost.xgb.json", leaves(1e300))
+
+    def back_to_root(data: dict) -> None:
+        # a child of the root links back to the root: XGBoost loads it, then crashes predicting
+        tree = _first_tree(data)
+        child = tree["left_children"][0]
+        tree["left_children"][child] = tree["right_children"][child] = 0
+
+    def fewer_weights(data: dict) -> None:
+        _first_tree(data)["base_weights"].pop()
+
+    _edit_json(_copy(w, "pred-xgb-loop") / "latency.xgboost.xgb.json", back_to_root)
+    _edit_json(_copy(w, "pred-xgb-short") / "latency.xgboost.xgb.json", fewer_weights)
     lgb = _copy(w, "pred-lgb-nan") / "latency.lightgbm.lgb.txt"
     lines = lgb.read_text().splitlines()
     lgb.write_text(

@@ -682,6 +682,8 @@ CASES = [
     # -- model files whose numbers or links are damaged: refused, never predicted from or looped on
     ("pred-xgb-nan", "predict --predictor {w}/pred-xgb-nan space:carb-resnet", 2, "pred-xgb-nan", []),
     ("pred-xgb-huge", "predict --predictor {w}/pred-xgb-huge space:carb-resnet", 2, "pred-xgb-huge", []),
+    ("pred-xgb-loop", "predict --predictor {w}/pred-xgb-loop space:carb-resnet", 2, "not a new node", []),
+    ("pred-xgb-short", "predict --predictor {w}/pred-xgb-short space:carb-resnet", 2, "num_nodes", []),
     ("pred-lgb-nan", "predict --predictor {w}/pred-lgb-nan space:carb-resnet", 2, "leaf value", []),
     ("pred-lgb-shifted", "predict --predictor {w}/pred-lgb-shifted space:carb-resnet", 2, "tree_sizes", []),
     ("pred-lgb-loop", "predict --predictor {w}/pred-lgb-loop space:carb-resnet", 2, "not after it", []),

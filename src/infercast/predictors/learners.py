@@ -105,8 +105,11 @@ class XGBoostLearner:
     def load(cls, path: Path) -> XGBoostLearner:
         import xgboost
 
+        from infercast.predictors.xgboost_json import check_model_json
+
         learner = cls()
         with native_load(path, "XGBoost", cls.suffix):
+            check_model_json(path)
             learner.booster = xgboost.Booster()
             learner.booster.load_model(str(path))
         return learner
