@@ -233,7 +233,11 @@ def test_import_latencies_measured_elsewhere(tmp_path) -> None:
     path = tmp_path / "phone.csv"
     table.to_csv(path, index=False)
     db = tmp_path / "runs.db"
-    result = import_measurements(db, path, device="my-phone", backend="tflite")
+    captured: list[tuple[int, int]] = []
+    result = import_measurements(
+        db, path, device="my-phone", backend="tflite", progress=lambda *done: captured.append(done)
+    )
+    assert captured == [(0, 3), (1, 3), (2, 3), (3, 3)]  # one capture per distinct model
     assert result["stored"] == 6 and result["already_stored"] == 0 and not result["not_captured"]
     assert sorted(p["settings"]["delegate"] for p in result["platforms"]) == ["cpu", "gpu"]
     gpu = next(p["id"] for p in result["platforms"] if p["settings"]["delegate"] == "gpu")

@@ -12,6 +12,7 @@ features. A second import of the same rows stores nothing new.
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,12 +177,14 @@ def import_measurements(
     campaign: str | None = None,
     input_shape: tuple[int, ...] | str | None = None,
     timeout_s: float | None = 180.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Import ``path`` into the store ``db`` as measurements of ``device`` (a name you choose;
     it goes into the platform's fingerprint) run by ``backend``. Every row is checked before the
     store is opened, and all are written in one transaction: a table is imported whole or not at
     all. Returns the platforms written, the rows stored, those already stored and the models
-    that could not be captured (when none could, nothing is imported)."""
+    that could not be captured (when none could, nothing is imported). ``progress(done, total)``
+    follows the capture of the table's distinct models."""
     from infercast.measurement import model_configs
     from infercast.store import Platform, Store
 
@@ -191,7 +194,7 @@ def import_measurements(
     path = Path(path)
     table = read_measurements(path)
     settings_columns = [c for c in table.columns if c not in KNOWN_COLUMNS]
-    rows, unusable = model_configs(sorted(set(table["model"])), input_shape, timeout_s)
+    rows, unusable = model_configs(sorted(set(table["model"])), input_shape, timeout_s, progress)
     if not rows:
         model, failure = next(iter(unusable.items()))
         raise TableImportError(

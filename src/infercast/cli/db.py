@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from infercast.cli import Text, app, console, print_json, run_guarded
 from infercast.paths import check_output_file
@@ -52,8 +53,14 @@ def import_(
     from infercast.api.importing import import_measurements
 
     def body() -> dict[str, object]:
-        with console.status("capturing the models", spinner="dots"):
-            return import_measurements(db, table, device, backend, campaign, input_shape)
+        columns = (TextColumn("capturing the models"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
+            task = bar.add_task("capture", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            return import_measurements(db, table, device, backend, campaign, input_shape, progress=progress)
 
     result = run_guarded(body)
     if as_json:

@@ -4,6 +4,7 @@ space's sample: now, or as a campaign of a store that keeps what it measured."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -81,17 +82,23 @@ def measure_model_strings(
 
 
 def model_configs(
-    models: list[str], input_shape: tuple[int, ...] | None = None, timeout_s: float | None = None
+    models: list[str],
+    input_shape: tuple[int, ...] | None = None,
+    timeout_s: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
     """Store rows for model strings: a stable id from the string and input shape, the analytic
     features, and the input shape the worker must build the model at; and, for each model that
     could not be loaded and captured (a model running user code gets ``timeout_s``), its failure
-    (``failure`` kind and ``reason``), as a measurement failure would be reported."""
+    (``failure`` kind and ``reason``), as a measurement failure would be reported.
+    ``progress(done, total)`` follows the captures."""
     from infercast.features import featurize
     from infercast.models.guarded import LoadTimeout, capture_model
 
     rows, unusable = [], {}
-    for model in models:
+    for done, model in enumerate(models):
+        if progress is not None:
+            progress(done, len(models))
         try:
             graph, _ = capture_model(model, input_shape, timeout_s=timeout_s)
         except LoadTimeout as error:
@@ -111,6 +118,8 @@ def model_configs(
                 "input_shape": tuple(shape),
             }
         )
+    if progress is not None:
+        progress(len(models), len(models))
     return rows, unusable
 
 
