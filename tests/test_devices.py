@@ -152,6 +152,9 @@ def test_predict_on_shipped_devices() -> None:
     assert one["device"] == "pixel4/gpu" and one["runtime"].startswith("TFLite GPU")
     low, high = one["latency_ms_interval"]
     assert 0 < low < one["latency_ms"] < high
+    # the keys of a predictor directory's result, null with the reason: code reads either alike
+    assert one["peak_memory_mb"] is None and one["energy_j"] is None
+    assert one["energy_j_reason"] == "device pixel4/gpu predicts latency only"
     # the network is one of the training ones: predicted within 30 % of what the phone measured
     measured = usc.table().loc["squeezenet_v1_1", usc.LATENCY_PREFIX + "pixel4/gpu"]
     assert one["latency_ms"] == pytest.approx(measured, rel=0.3)

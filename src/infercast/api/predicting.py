@@ -77,13 +77,21 @@ def _device_adapted_result(name: str, graph: Any, row: pd.Series, reason: str) -
         "input_shape": list(graph.input_shape),
         "latency_ms": float(row["latency_ms"]),
         "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+        **_latency_only(reason),
+        "ood": bool(row["ood"]),
+        "ood_reason": row["ood_reason"] or None,
+        "interval_note": None,
+    }
+
+
+def _latency_only(reason: str) -> dict[str, Any]:
+    """The targets a latency-only route lacks, as a full predictor's result names them: code
+    written for one result reads the other without a KeyError."""
+    return {
         "peak_memory_mb": None,
         "peak_memory_mb_reason": reason,
         "energy_j": None,
         "energy_j_reason": reason,
-        "ood": bool(row["ood"]),
-        "ood_reason": row["ood_reason"] or None,
-        "interval_note": None,
     }
 
 
@@ -190,6 +198,7 @@ def predict_devices(
                     "input_shape": list(shapes[i]),
                     "latency_ms": float(row["latency_ms"]),
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
+                    **_latency_only(f"device {predictor.info.name} predicts latency only"),
                     "ood": bool(row["ood"]),
                     "ood_reason": row["ood_reason"] or None,
                     "route": route,
