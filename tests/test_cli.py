@@ -103,3 +103,16 @@ def test_debug_shows_the_traceback(tmp_path) -> None:
     factory.write_text("def make():\n    raise RuntimeError('boom')\n")
     result = infercast("--debug", "inspect", f"{factory}:make")
     assert result.returncode != 0 and "Traceback" in result.stderr and "boom" in result.stderr
+
+
+def test_progress_goes_to_stderr_and_results_to_stdout(tmp_path, monkeypatch) -> None:
+    # both streams taken for terminals, where the bars draw: a pipe of stdout gets results alone
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    table = tmp_path / "two.csv"
+    table.write_text("model,latency_ms\nspace:carb-resnet?depth=8,1.5\nspace:carb-resnet?depth=10,2\n")
+    result = infercast("db", "import", str(table), "--device", "d", "--db", str(tmp_path / "runs.db"))
+    assert result.returncode == 0, result.stderr
+    # the bar's live display (it hides the cursor while it draws) ran on stderr, none of it on stdout
+    assert "\x1b[?25l" in result.stderr and "\x1b[?25l" not in result.stdout
+    assert "capturing" not in result.stdout and "2 stored" in result.stdout

@@ -31,7 +31,8 @@ app = typer.Typer(
 )
 # Outside a terminal rich would wrap tables at 80 columns; COLUMNS or 160 reads better in logs.
 _width = shutil.get_terminal_size((160, 24)).columns
-# markup off: model names, paths and messages are user text, where brackets are not styles
+# markup off: model names, paths and messages are user text, where brackets are not styles.
+# Progress bars and spinners go to stderr: stdout holds only results, so a pipe gets them alone.
 console = Console(width=_width, markup=False)
 err_console = Console(stderr=True, width=_width, markup=False)
 _state = {"debug": False}
@@ -133,6 +134,7 @@ __all__ = [
     "Text",
     "app",
     "console",
+    "err_console",
     "human_bytes",
     "human_count",
     "main",

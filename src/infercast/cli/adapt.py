@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import app, console, print_error, print_json, run_guarded
+from infercast.cli import app, console, err_console, print_error, print_json, run_guarded
 from infercast.cli.train import metrics_table
 
 
@@ -60,7 +60,7 @@ def adapt(
         raise typer.Exit(2)
 
     def body() -> dict[str, Any]:
-        with console.status(f"adapting from {k} target measurements", spinner="dots"):
+        with err_console.status(f"adapting from {k} target measurements", spinner="dots"):
             if not predictor:
                 return adapt_device(db, out, k, platform, selection, seed, campaign or None)
             return run_adapt(

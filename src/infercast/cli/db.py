@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from infercast.cli import Text, app, console, print_json, run_guarded
+from infercast.cli import Text, app, console, err_console, print_json, run_guarded
 from infercast.paths import check_output_file
 
 db_app = typer.Typer(help="The measurement store (a SQLite file).", no_args_is_help=True)
@@ -54,7 +54,7 @@ def import_(
 
     def body() -> dict[str, object]:
         columns = (TextColumn("capturing the models"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
+        with Progress(*columns, console=err_console, disable=as_json, transient=True) as bar:
             task = bar.add_task("capture", total=None)
 
             def progress(done: int, total: int) -> None:

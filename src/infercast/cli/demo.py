@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import Table, Text, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, err_console, print_json, run_guarded
 from infercast.predictors.routes import LABELS
 
 
@@ -115,7 +115,7 @@ def demo(
     def body() -> dict[str, Any]:
         return run_demo(folder, minutes, configs, zoo, candidates, shortlist, progress, quick, kernels)
 
-    with console.status("profiling", spinner="dots") as status:
+    with err_console.status("profiling", spinner="dots") as status:
         results = run_guarded(body)
     if as_json:
         print_json(results)

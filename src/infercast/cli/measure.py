@@ -22,6 +22,7 @@ from infercast.cli import (
     Text,
     app,
     console,
+    err_console,
     print_error,
     print_json,
     run_guarded,
@@ -107,7 +108,7 @@ def measure(
         chosen = backends.get(backend, **backend_settings(backend, threads, opt_level))
         protocol = protocol_of(warmup_s, round_s, min_rounds, cap_s, group, timeout_s, sentinel_every_s)
         shape = parse_input_shape(input_shape) if input_shape else None
-        with console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
+        with err_console.status(f"measuring {len(models)} model(s) on {chosen.name}", spinner="dots"):
             return measure_model_strings(
                 models,
                 chosen,
@@ -284,7 +285,7 @@ def _with_progress_bar(space: str, quiet: bool, body: Any) -> dict[str, Any]:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, disable=quiet) as bar:
+    with Progress(*columns, console=err_console, disable=quiet, transient=True) as bar:
         task = bar.add_task("planning", total=None)
 
         def progress(event: str, state: dict[str, Any]) -> None:

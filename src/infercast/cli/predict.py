@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import MODEL_HELP, Table, Text, app, console, print_json, run_guarded
+from infercast.cli import MODEL_HELP, Table, Text, app, console, err_console, print_json, run_guarded
 
 
 @app.command()
@@ -41,7 +41,7 @@ def predict(
                 "give --predictor DIR (from infercast train) or --device NAME (a shipped device)"
             )
         if device:
-            with console.status("predicting", spinner="dots"):
+            with err_console.status("predicting", spinner="dots"):
                 return predict_devices(models, device, input_shape, batch_size, timeout_s)
         return predict_models(predictor, models, input_shape, batch_size, timeout_s)
 

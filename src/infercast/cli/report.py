@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from infercast.cli import app, console, print_json, run_guarded
+from infercast.cli import app, console, err_console, print_json, run_guarded
 
 
 @app.command()
@@ -24,7 +24,7 @@ def report(
     from infercast.report import build_report
 
     def body() -> Path:
-        with console.status("plotting", spinner="dots") as status:
+        with err_console.status("plotting", spinner="dots") as status:
             return build_report(
                 db, out, predictor, transfer, progress=None if as_json else lambda m: status.update(m)
             )

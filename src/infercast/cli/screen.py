@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from infercast.cli import Table, Text, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, err_console, print_json, run_guarded
 from infercast.cli.options import SPACES, protocol_of
 
 _SHOW = ("latency_ms", "peak_memory_mb", "energy_j", "f_flops", "f_params")
@@ -162,7 +162,7 @@ def screen(
 def _stage_bars(quiet: bool) -> Progress:
     """One bar per screening stage (none when ``quiet``)."""
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
-    return Progress(*columns, TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+    return Progress(*columns, TimeElapsedColumn(), console=err_console, disable=quiet, transient=True)
 
 
 def _print(data: dict[str, Any]) -> None:

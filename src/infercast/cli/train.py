@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from infercast.cli import Table, Text, app, console, print_json, run_guarded
+from infercast.cli import Table, Text, app, console, err_console, print_json, run_guarded
 
 _SHOWN = ("r2", "mape", "within_10pct", "spearman", "coverage")
 
@@ -65,7 +65,7 @@ def train(
 
     def body() -> dict[str, Any]:
         blend = CascadeBlend(n_estimators=n_estimators, forest_estimators=forest_estimators, seed=seed)
-        with console.status("training", spinner="dots") as status:
+        with err_console.status("training", spinner="dots") as status:
             return run_train(
                 db,
                 out,
@@ -168,7 +168,7 @@ def train_ops(
 
     def body() -> dict[str, Any]:
         model = OpWise(n_estimators=n_estimators, seed=seed, overhead=overhead, kernel_learner=kernel_learner)
-        with console.status("training the op-wise predictor", spinner="dots"):
+        with err_console.status("training the op-wise predictor", spinner="dots"):
             return run_train_ops(ops, e2e, out, test_size, seed, opwise=model)
 
     summary = run_guarded(body)
