@@ -19,14 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from infercast import api
 from infercast.errors import explain
 from infercast.files import UNFINISHED
+from infercast.predictors import CascadeBlend
 
 from . import hostile_world
 from .helpers import infercast, stored_rows, synthetic_store
 
 # boosting and forest sizes that keep one ``train`` process short: killing it is the point
 TRAIN = ["--no-opwise", "--n-estimators", "20", "--forest-estimators", "10", "--json"]
+SMALLEST = {"n_estimators": 20, "forest_estimators": 10}
 # the metadata files record when and how long: they differ between two runs of the same training
 DATED = {"meta.json", "physical/meta.json"}
 
@@ -68,7 +71,7 @@ def test_train_killed_at_random_points_leaves_the_old_predictor_or_the_new_one(t
     synthetic_store(tmp_path / "old.db", n=30)
     synthetic_store(tmp_path / "new.db", n=40, seed=5)
     pred, reference = tmp_path / "pred", tmp_path / "reference"
-    _finished(_train(tmp_path / "old.db", pred))
+    api.train(tmp_path / "old.db", pred, opwise=False, blend=CascadeBlend(**SMALLEST))
     # a route the new training will not write: a mix would keep it
     (pred / "opwise").mkdir()
     (pred / "opwise" / "meta.json").write_text("{}")
@@ -94,7 +97,7 @@ def test_train_killed_at_random_points_leaves_the_old_predictor_or_the_new_one(t
         assert now["meta.json"] != old["meta.json"]
         old = now
     # the next run sweeps what the killed ones left beside the directory
-    _finished(_train(tmp_path / "new.db", pred))
+    api.train(tmp_path / "new.db", pred, opwise=False, blend=CascadeBlend(**SMALLEST))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".pred")) == []
     assert infercast("predict", "--predictor", str(pred), "space:carb-resnet?depth=8").returncode == 0
 
