@@ -36,9 +36,10 @@ _OS_ADVICE = {
     errno.EPERM: "the operation is not permitted (an immutable or protected file?): write elsewhere",
 }
 
+_LOCKED = "the store is locked by another process writing it: wait for it to finish, then run again"
 _SQLITE_ADVICE = (
-    ("locked", "the store is locked by another process writing it: wait for it to finish, then run again"),
-    ("busy", "the store is locked by another process writing it: wait for it to finish, then run again"),
+    ("locked", _LOCKED),
+    ("busy", _LOCKED),
     ("readonly", "the store cannot be written (a read-only file or directory): copy it somewhere writable"),
     ("disk is full", "the disk is full: free space or write elsewhere"),
     ("disk i/o error", "the store could not be written (disk full, file size limit or a failing disk)"),

@@ -53,7 +53,8 @@ def _numbers(table: pd.DataFrame, column: str, path: Path) -> pd.Series:
         raise TableImportError(f"{path}: {column} holds durations ({kind}); give plain numbers")
     values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
     lowest, inclusive, count = _NUMBERS[column]
-    typed = raw.map(lambda v: isinstance(v, bool | np.bool_ | pd.Timestamp) or hasattr(v, "isoformat"))
+    # in a column of mixed objects: booleans and dates / times (all of which have isoformat)
+    typed = raw.map(lambda v: isinstance(v, bool | np.bool_) or hasattr(v, "isoformat"))
     with np.errstate(invalid="ignore"):
         below = values < lowest if inclusive else values <= lowest
     bad = (values.isna() & raw.notna()) | typed | ~np.isfinite(values.fillna(1.0)) | below

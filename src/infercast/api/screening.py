@@ -125,7 +125,7 @@ def _goals(
     """The budgets and objectives asked for, refused when there are none or a weight is not a
     finite number, 0 or more."""
     from infercast.screen import Budgets
-    from infercast.screen.request import OBJECTIVES, check_weights
+    from infercast.screen.request import OBJECTIVES, weight_vector
 
     chosen_budgets = Budgets.of(budgets)
     if not chosen_budgets.active():
@@ -136,7 +136,7 @@ def _goals(
         raise ValueError(
             f"--objectives {objectives!r} names no objective: choose among {', '.join(OBJECTIVES)}"
         )
-    check_weights(weights)
+    weight_vector(weights, chosen)  # refused here, before a million candidates are drawn
     return chosen_budgets, chosen
 
 

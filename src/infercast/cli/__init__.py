@@ -62,7 +62,7 @@ def _root(
 def print_error(message: object) -> None:
     """One ``error:`` line on stderr; the message is printed as it is (brackets in a user's model
     name or path are text, never rich markup)."""
-    text = " ".join(str(message).split()) if "\n" in str(message) else str(message)
+    text = " ".join(line.strip() for line in str(message).splitlines())
     err_console.print(Text.assemble(("error:", "bold red"), " ", text), highlight=False, soft_wrap=True)
 
 

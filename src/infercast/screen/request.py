@@ -6,25 +6,27 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from infercast.errors import InfercastError
 from infercast.predictors import TARGETS, CascadeBlend
 
 OBJECTIVES = ("latency", "memory", "energy", "flops", "params")
 
 
-def check_weights(weights: dict[str, float] | None) -> None:
-    """Ranking weights: known objectives, each finite and not negative, not all zero."""
-    if weights is None:
-        return
+def weight_vector(weights: dict[str, float] | None, objectives: list[str]) -> np.ndarray | None:
+    """The ranking weights in the order of ``objectives`` (None without weights), refused when one
+    names no objective asked for, is not a finite number of 0 or more, or all are 0."""
+    if not weights:
+        return None
     for name, weight in weights.items():
-        if name not in OBJECTIVES:
-            raise ScreenError(
-                f"--weights: {name!r} is not an objective; choose among {', '.join(OBJECTIVES)}"
-            )
+        if name not in objectives:
+            raise ScreenError(f"--weights: {name!r} is not among the objectives {', '.join(objectives)}")
         if not 0 <= weight < math.inf:
             raise ScreenError(f"--weights: {name}={weight!r} must be a finite number of 0 or more")
     if not any(weights.values()):
         raise ScreenError("--weights: every weight is 0; give at least one a positive weight")
+    return np.array([weights.get(o, 0.0) for o in objectives])
 
 
 _BUDGET_TARGETS = {"latency": "max_latency_ms", "memory": "max_memory_mb", "energy": "max_energy_j"}

@@ -17,7 +17,7 @@ from infercast.features import FEATURE_NAMES
 from infercast.predictors import TARGETS, CascadeBlend
 from infercast.screen.candidates import CHUNK, Candidates
 from infercast.screen.pareto import shortlist as pareto_shortlist
-from infercast.screen.request import Budgets, ScreenError, check_request
+from infercast.screen.request import Budgets, ScreenError, check_request, weight_vector
 
 Progress = Callable[[str, int, int], None]
 
@@ -251,12 +251,7 @@ def screen(
     check_request(predictor, candidates, budgets, objectives, platform if predictor_b is None else None)
     if predictor_b is not None:
         check_request(predictor_b, candidates, budgets, objectives, platform)
-    weight_vector = None
-    if weights:
-        unknown = [k for k in weights if k not in objectives]
-        if unknown:
-            raise ScreenError(f"weights for {unknown}, which are not among the objectives {objectives}")
-        weight_vector = np.array([weights.get(o, 0.0) for o in objectives])
+    ranking = weight_vector(weights, objectives)
     result = ScreenResult(len(candidates), candidates.source, budgets.active(), list(objectives), risk)
     survivors, result.stage1, closest = (stage_one_runner or stage_one)(
         predictor, candidates, budgets, risk, progress
@@ -276,7 +271,7 @@ def screen(
         return result
     started = time.perf_counter()
     values = _objective_values(feasible, objectives)
-    rows, ranks = pareto_shortlist(values, shortlist, weight_vector)
+    rows, ranks = pareto_shortlist(values, shortlist, ranking)
     picked = feasible.iloc[rows].copy()
     picked["front"] = ranks
     scorer = predictor_b or predictor

@@ -3,10 +3,10 @@ predict captured graphs."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -57,9 +57,10 @@ def trained_once(
 ) -> Saved:
     """A predictor from the user cache, or trained now from the shipped data files ``sources`` and
     stored there, under the infercast version and those files' digest: an upgrade, or tables
-    rebuilt within a version, retrain. Two processes may train at once: each writes beside the
-    folder and moves its copy in; the loser's identical copy is dropped. A read-only cache only
-    costs time."""
+    rebuilt within a version, retrain. ``save`` writes a predictor directory whole or not at all
+    (``files.replaced_directory``): two processes training at once each swap in an identical copy,
+    and a process killed while saving leaves no half-written one. A read-only cache only costs
+    time."""
     folder = cache_root() / f"devices-{__version__}" / f"{name.replace('/', '-')}-{data_digest(*sources)}"
     if (folder / "meta.json").is_file():
         try:
@@ -69,12 +70,8 @@ def trained_once(
                 f"{error} (a cached predictor: delete {folder} and it is trained again)"
             ) from None
     model = train()
-    partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
-    try:
-        save(model, partial)
-        partial.replace(folder)
-    except OSError:
-        shutil.rmtree(partial, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        save(model, folder)
     return model
 
 
