@@ -51,6 +51,17 @@ def raises():
 
 def not_a_module():
     return 42
+
+
+def no_shape():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+
+
+def rejects_shape():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten(), torch.nn.Linear(8 * 14 * 14, 10))
+
+
+rejects_shape.input_shape = (1, 3, 20, 20)
 """
 
 GOOD_SPACE = """
@@ -455,6 +466,15 @@ CASES = [
     ("inspect-raising-factory", "inspect {w}/factories.py:raises", 2, "the factory is broken", []),
     ("inspect-not-a-module", "inspect {w}/factories.py:not_a_module", 2, "not a torch.nn.Module", []),
     ("inspect-missing-factory", "inspect {w}/factories.py:nothing", 2, "no function", []),
+    ("inspect-no-shape", "inspect {w}/factories.py:no_shape", 2, "does not say what input", []),
+    ("predict-no-shape", "predict --device pixel4/gpu {w}/factories.py:no_shape", 2, "--input-shape", []),
+    # PyTorch logs the failed shape propagation with its traceback: never shown
+    ("inspect-rejected-shape", "inspect {w}/factories.py:rejects_shape", 2, "cannot run on input", []),
+    ("predict-rejected-shape", "predict --device pixel4/gpu {w}/factories.py:rejects_shape", 2, "input", []),
+    ("measure-unknown-zoo", "measure pytorchcv:no_such_net", 2, "no_such_net", []),
+    ("measure-unknown-prefix", "measure foo:bar", 2, "model string", []),
+    ("measure-missing-onnx", "measure {w}/none.onnx", 2, "not found", []),
+    ("measure-missing-py", "measure {w}/none.py:tiny", 2, "not found", []),
     ("inspect-bad-space-value", "inspect space:carb-resnet?depth=9", 2, "depth", []),
     ("inspect-unknown-space-key", "inspect space:carb-resnet?colour=red", 2, "colour", []),
     # -- a data file is data: importing a table never runs code, and is all or nothing ----------
@@ -1032,6 +1052,13 @@ def test_measure_exits_non_zero_when_a_requested_model_failed(world) -> None:
     assert code == 1
     [row] = json.loads(stdout)
     assert row["failure"] == "error" and "the factory is broken" in row["reason"]
+
+
+def test_measure_exits_2_when_a_model_cannot_load_as_given(world) -> None:
+    code, stdout, _ = _run("measure {w}/factories.py:no_shape --json", world)
+    assert code == 2
+    [row] = json.loads(stdout)
+    assert row["failure"] == "input" and "--input-shape" in row["reason"]
 
 
 def test_json_output_is_strict_json(capsys) -> None:

@@ -551,6 +551,7 @@ def test_measure_into_a_store_resumes(tmp_path: Path) -> None:
         "import torch\n"
         "def make():\n"
         "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten())\n"
+        "make.input_shape = (1, 3, 32, 32)\n"
     )
     db = str(tmp_path / "runs.db")
     args = ("measure", f"{factory}:make")

@@ -149,3 +149,15 @@ def replaced_directory(out: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+
+
+def write_cached(path: Path, text: str) -> None:
+    """Write a cache file whole or not at all (a reader never sees half of it); a cache that
+    cannot be written only costs time, so a failure is ignored."""
+    partial = path.with_name(f"{_PARTIAL}{uuid.uuid4().hex}-{path.name}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)

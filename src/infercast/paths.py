@@ -90,3 +90,12 @@ def check_output_dir(path: str | Path) -> Path:
 def check_store_file(path: str | Path) -> Path:
     """A store a command will write to: an existing writable file, or one its directory can hold."""
     return _writable_file(Path(path), "runs.db")
+
+
+def cache_root() -> Path:
+    """Where infercast keeps what it computes once (predictors trained on first use, captured
+    graphs): ``INFERCAST_CACHE``, else ``$XDG_CACHE_HOME/infercast`` or ``~/.cache/infercast``."""
+    if os.environ.get("INFERCAST_CACHE"):
+        return Path(os.environ["INFERCAST_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "infercast"

@@ -162,7 +162,7 @@ def adapt_device(
 
 def _device_features(data: Any) -> Any:
     """The device features of every measured network, captured at the input it was measured at."""
-    from infercast.models.guarded import capture_model
+    from infercast.models.capturing import capture_model
     from infercast.predictors.devices.features import device_feature_frame
 
     shape_columns = ["batch", "in_channels", "in_h", "in_w"]

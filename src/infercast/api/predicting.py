@@ -52,7 +52,11 @@ def predict_models(
     route that was most accurate on the held-out configs (``route``; every route the directory
     has in ``routes``, best first; the op-wise one also in ``opwise``). A model running user code
     must load within ``timeout_s``."""
-    from infercast.models.guarded import capture_model
+    from infercast.models import check_model_string
+    from infercast.models.capturing import capture_model
+
+    for model in models:  # a typo fails before the predictor loads
+        check_model_string(model)
     from infercast.predictors.bundle import PredictorBundle
 
     bundle = PredictorBundle.load(folder)
@@ -152,6 +156,11 @@ def predict_devices(
     ``batch_size`` is given. Configs of the design space a device learned from its features
     (NB201 cells on NB201 devices) are not captured: the space's closed form gives the same
     features without PyTorch."""
+    from infercast.models import check_model_string
+    from infercast.models.capturing import capture_model
+
+    for model in models:  # a typo fails before the device predictors load
+        check_model_string(model)
     from infercast.predictors.devices import device_info, get_device
 
     if not devices:
@@ -167,8 +176,6 @@ def predict_devices(
     with ThreadPoolExecutor(max_workers=1) as pool:
         loading = pool.submit(lambda: [get_device(name) for name in devices])
         if closed_form is None:
-            from infercast.models.guarded import capture_model
-
             for batch in batches:
                 for i, model in enumerate(models):
                     if (i, batch) not in graphs:

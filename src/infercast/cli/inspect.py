@@ -24,7 +24,7 @@ def inspect(
 ) -> None:
     """Capture MODEL into an operator graph and print its FLOPs, parameters and memory."""
     from infercast.features import describe
-    from infercast.models.guarded import capture_model
+    from infercast.models.capturing import capture_model
 
     def body() -> dict[str, Any]:
         graph, source = capture_model(model, input_shape, batch_size, timeout_s)

@@ -98,9 +98,11 @@ def measure(
     """Measure latency, peak memory and energy of MODELS on this machine, each in its own process.
 
     With --db the results are stored too, and models the campaign already holds are not re-measured.
-    Exit code 0 when every model was measured, 1 when any failed (each failure is in the output),
-    2 when the request itself is refused."""
+    Exit code 0 when every model was measured, 1 when any failed to run (each failure is in the
+    output), 2 when the request itself is refused or every failure is a model that cannot load as
+    given (its input shape, say)."""
     from infercast.measurement import backends, measure_model_strings
+    from infercast.measurement.worker import USER_ERROR
 
     def body() -> list[dict[str, Any]]:
         from infercast.models import parse_input_shape
@@ -122,13 +124,13 @@ def measure(
             )
 
     results = run_guarded(body)
-    failed = any("failure" in r for r in results)
+    failures = {r["failure"] for r in results if "failure" in r}
     if as_json:
         print_json(results)
     else:
         _print_measured(results, f"measured on {backend} ({threads} thread{'s' if threads > 1 else ''})")
-    if failed:
-        raise typer.Exit(1)
+    if failures:
+        raise typer.Exit(2 if failures == {USER_ERROR} else 1)
 
 
 def _print_measured(results: list[dict[str, Any]], title: str) -> None:

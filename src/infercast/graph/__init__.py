@@ -7,6 +7,9 @@ that carries its own (a :class:`Capturable`, such as ``infercast.models.LoadedMo
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from infercast.graph.ops import OP_GROUPS, kind_of, op_group
@@ -56,9 +59,30 @@ def capture(model: Any, input_shape: tuple[int, ...] | None = None, name: str = 
     if isinstance(model, torch.nn.Module):
         from infercast.graph.torch_capture import capture_module
 
-        return capture_module(model, input_shape, name or type(model).__name__)
+        with _torch_logs_quiet():
+            return capture_module(model, input_shape, name or type(model).__name__)
     if isinstance(model, onnx.ModelProto):
         from infercast.graph.onnx_capture import capture_onnx
 
         return capture_onnx(model, input_shape, name or model.graph.name)
     raise TypeError(f"cannot capture a {type(model).__name__}: expected torch.nn.Module or onnx.ModelProto")
+
+
+@contextlib.contextmanager
+def _torch_logs_quiet() -> Iterator[None]:
+    """PyTorch logs a failed shape propagation with its whole traceback on stderr before it
+    raises; the capture error says it in one line. Its loggers are quiet while a module is
+    captured and as they were after."""
+    names = ["torch"] + [
+        name
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("torch.") and isinstance(logger, logging.Logger) and logger.level
+    ]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)

@@ -15,6 +15,7 @@ from infercast.measurement.backends.base import Backend
 from infercast.measurement.campaign import Progress, energy_sensor, platform_of, run_campaign
 from infercast.measurement.engine import Engine, Item
 from infercast.measurement.protocol import Protocol
+from infercast.measurement.worker import failure_kind
 from infercast.paths import check_store_file
 from infercast.store import Measurement, Store
 from infercast.tables import to_python
@@ -40,6 +41,10 @@ def measure_model_strings(
     figures are returned, with ``"stored": True``), and the campaign takes sentinel passes unless
     ``sentinels`` is False.
     """
+    from infercast.models import check_model_string
+
+    for model in models:  # a model string that cannot load is the request's error, not a failure
+        check_model_string(model)
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     results: dict[str, dict[str, Any]] = {}
 
@@ -105,7 +110,7 @@ def model_configs(
             unusable[model] = {"failure": "timeout", "reason": str(error)}
             continue
         except InfercastError as error:
-            unusable[model] = {"failure": "error", "reason": str(error)}
+            unusable[model] = {"failure": failure_kind(error), "reason": str(error)}
             continue
         shape = list(graph.input_shape)
         rows.append(

@@ -13,7 +13,17 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from infercast.errors import InfercastError
+
+# the failure kind of a model that cannot load as given (a user error, not a failure to run)
+USER_ERROR = "input"
 RSS_DEFINITION = "process peak RSS increase over the session (weights, arena, activations, workspace)"
+
+
+def failure_kind(error: InfercastError) -> str:
+    """``USER_ERROR`` when infercast refused the model as given (no input shape, a missing
+    function); "error" when the model's own code raised (the refusal then carries its cause)."""
+    return "error" if error.__cause__ is not None else USER_ERROR
 
 
 def _status(key: str) -> int:
@@ -109,6 +119,8 @@ def serve(conn: Connection, backend_spec: dict[str, Any], warmup_s: float) -> No
             session = None
             gc.collect()
             conn.send(("error", "out-of-memory", "MemoryError"))
+        except InfercastError as error:
+            conn.send(("error", failure_kind(error), " ".join(str(error).split())[:2000]))
         except Exception as error:
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
             conn.send(("error", "error", f"{type(error).__name__}: {text}"[:2000]))

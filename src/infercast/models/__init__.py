@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infercast.errors import InputShapeError, ModelLoadError
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import torch
 
 ZOOS = ("pytorchcv", "timm", "torchvision")
+USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")  # path/to/file.py:factory
 DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
 
 
@@ -100,9 +102,12 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
     import torch
 
     if isinstance(model, torch.nn.Module):
-        return LoadedModel(
-            type(model).__name__, "module", input_shape or DEFAULT_IMAGE_SHAPE, module=model.eval()
-        )
+        if input_shape is None:
+            raise InputShapeError(
+                f"a {type(model).__name__} module does not say what input it takes: give input_shape "
+                "(e.g. input_shape=(1, 3, 224, 224)) or example_input"
+            )
+        return LoadedModel(type(model).__name__, "module", input_shape, module=model.eval())
     import onnx
 
     if isinstance(model, onnx.ModelProto):
@@ -132,13 +137,45 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
         from infercast.models import files
 
         return files.load_onnx_file(spec, input_shape)
-    if re.match(r"^.+\.py:[A-Za-z_]\w*$", spec):
+    if USER_CODE.match(spec):
         from infercast.models import files
 
         path, _, factory = spec.rpartition(":")
         return files.load_python_factory(path, factory, input_shape)
+    raise _unreadable(spec)
+
+
+def _unreadable(spec: str) -> ModelLoadError:
     shown = spec if len(spec) <= 120 else spec[:120] + "…"
-    raise ModelLoadError(
+    return ModelLoadError(
         f"cannot read model string {shown!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
         "path/to/model.onnx, path/to/file.py:factory or space:NAME?key=value&..."
     )
+
+
+def check_model_string(model: Any) -> None:
+    """Refuse a model string that cannot load — an unknown form, a name its zoo lacks, a file that
+    is not there, a design-space string that does not parse — before PyTorch is imported: a typo
+    fails at once. Objects (modules, ONNX models) are checked when they load."""
+    if not isinstance(model, str):
+        return
+    spec = model.strip()
+    prefix, _, rest = spec.partition(":")
+    if prefix == "space":
+        from infercast.space import parse_model_string
+
+        parse_model_string(spec)
+    elif prefix in ZOOS:
+        from infercast.models import zoo
+
+        zoo.check_name(prefix, rest)
+    elif spec.lower().endswith(".onnx") or USER_CODE.match(spec):
+        from infercast.paths import check_name_length
+
+        path = Path(spec if spec.lower().endswith(".onnx") else spec.rpartition(":")[0])
+        check_name_length(path)
+        if not path.is_file():
+            kind = "ONNX" if spec.lower().endswith(".onnx") else "Python"
+            raise ModelLoadError(f"{kind} file not found: {path}")
+    elif spec:
+        raise _unreadable(spec)

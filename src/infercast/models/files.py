@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from infercast.errors import InputShapeError, ModelLoadError
-from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
+from infercast.models import LoadedModel
 from infercast.paths import check_name_length
 
 
@@ -73,7 +73,12 @@ def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | 
         raise ModelLoadError(f"{path}:{factory}() raised {type(error).__name__}: {error}") from error
     if not isinstance(module, torch.nn.Module):
         raise ModelLoadError(f"{path}:{factory}() returned {type(module).__name__}, not a torch.nn.Module")
-    declared = getattr(function, "input_shape", getattr(module, "input_shape", DEFAULT_IMAGE_SHAPE))
+    declared = getattr(function, "input_shape", getattr(module, "input_shape", None))
+    if input_shape is None and declared is None:
+        raise InputShapeError(
+            f"{path}:{factory}: the model does not say what input it takes: give --input-shape "
+            f"(e.g. 1x3x224x224), or declare it in {file.name} ({factory}.input_shape = (1, 3, 224, 224))"
+        )
     shape = input_shape or _declared_shape(declared, f"{path}:{factory}")
     return LoadedModel(f"{file.name}:{factory}", "python", shape, module=module.eval(), path=str(file))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import re
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -20,10 +19,10 @@ from torch.overrides import TorchFunctionMode
 
 from infercast.errors import InfercastError, ModelLoadError
 from infercast.graph import Graph, capture
-from infercast.models import ZOOS, load_model
+from infercast.models import USER_CODE, ZOOS, load_model
 from infercast.processes import kill_group, lead_own_group, main_module_hidden
 
-_USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")
+_EXIT_WAIT_S = 3.0
 
 
 class LoadTimeout(ModelLoadError):
@@ -73,7 +72,7 @@ class _RandomFillsSkipped(TorchFunctionMode):
 
 def runs_user_code(model: Any) -> bool:
     """Whether loading ``model`` executes code from the user's files."""
-    return isinstance(model, str) and bool(_USER_CODE.match(model.strip()))
+    return isinstance(model, str) and bool(USER_CODE.match(model.strip()))
 
 
 def builds_without_weights(model: Any) -> bool:
@@ -129,6 +128,9 @@ def capture_model(
             )
         try:
             reply = receiver.recv()
+            # a child that exits on its own releases what it holds (a child killed holding a
+            # semaphore makes Python warn of a leak at exit); one that lingers is killed below
+            process.join(timeout=_EXIT_WAIT_S)
         except EOFError:
             process.join(timeout=5)
             raise ModelLoadError(

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from infercast.compat import import_torchvision
 from infercast.errors import ModelLoadError, install_hint
+from infercast.files import write_cached
 from infercast.models import DEFAULT_IMAGE_SHAPE, LoadedModel
+from infercast.paths import cache_root
+
+if TYPE_CHECKING:
+    import torch
 
 _PACKAGES = {"pytorchcv": "pytorchcv", "timm": "timm", "torchvision": "torchvision"}
 
@@ -24,12 +31,36 @@ def available(zoo: str) -> bool:
 
 
 def names(zoo: str) -> list[str]:
-    """Every model name the zoo can build."""
+    """Every model name the zoo can build. Listing timm's or torchvision's imports the zoo and
+    PyTorch (seconds): the list is kept in the cache, under the zoo's version."""
     _require(zoo)
+    if zoo == "pytorchcv" and _pytorchcv_builders() is not None:
+        return sorted(_pytorchcv_builders())  # type: ignore[arg-type]
+    kept = cache_root() / "zoo-names" / f"{zoo}-{importlib.metadata.version(_PACKAGES[zoo])}.json"
+    with contextlib.suppress(OSError, ValueError):
+        listed = json.loads(kept.read_bytes())
+        if isinstance(listed, list) and listed and all(isinstance(n, str) for n in listed):
+            return listed
+    listed = _listed(zoo)
+    write_cached(kept, json.dumps(listed))
+    return listed
+
+
+def check_name(zoo: str, name: str) -> None:
+    """Refuse a name the zoo cannot build, with the nearest ones it can."""
+    if not name:
+        raise ModelLoadError(f"model string {zoo}: needs a model name, e.g. {zoo}:resnet18")
+    known = names(zoo)
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+        hint = (
+            f"; did you mean {', '.join(close)}?" if close else f" ({len(known)} names; see the zoo's docs)"
+        )
+        raise ModelLoadError(f"unknown {zoo} model {name!r}{hint}")
+
+
+def _listed(zoo: str) -> list[str]:
     if zoo == "pytorchcv":
-        builders = _pytorchcv_builders()
-        if builders is not None:
-            return sorted(builders)
         import_torchvision()
         from pytorchcv.model_provider import _models
 
@@ -43,15 +74,7 @@ def names(zoo: str) -> list[str]:
 
 
 def load(zoo: str, name: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
-    if not name:
-        raise ModelLoadError(f"model string {zoo}: needs a model name, e.g. {zoo}:resnet18")
-    known = names(zoo)
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
-        hint = (
-            f"; did you mean {', '.join(close)}?" if close else f" ({len(known)} names; see the zoo's docs)"
-        )
-        raise ModelLoadError(f"unknown {zoo} model {name!r}{hint}")
+    check_name(zoo, name)
     builder: Callable[[str], tuple[torch.nn.Module, tuple[int, ...]]] = {
         "pytorchcv": _pytorchcv,
         "timm": _timm,

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import KFold, StratifiedKFold
 
 from infercast.predictors.errors import PredictorError
 
@@ -49,6 +48,8 @@ def _mergeable(labels: np.ndarray, minimum: int) -> np.ndarray:
 
 
 def stratified_folds(labels: np.ndarray, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import KFold, StratifiedKFold  # a heavy import, for training only
+
     labels = _mergeable(labels, n_folds)
     if len(np.unique(labels)) > 1:
         splitter: Any = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)

@@ -144,7 +144,7 @@ def from_models(models: list[str], timeout_s: float | None = None) -> Candidates
     """Model strings of any kind; each is captured once here (slow next to a space, but exact). A
     model running user code must load within ``timeout_s``."""
     from infercast.features import featurize
-    from infercast.models.guarded import capture_model
+    from infercast.models.capturing import capture_model
 
     rows = [featurize(capture_model(model, timeout_s=timeout_s)[0]) for model in models]
     configs = pd.DataFrame({"model": models, "id": models})

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import pandas as pd
 
 from infercast.errors import InfercastError
 from infercast.graph import Graph
+from infercast.paths import cache_root
 from infercast.version import __version__
 
 Saved = TypeVar("Saved")
@@ -28,15 +28,6 @@ Saved = TypeVar("Saved")
 def data_file(name: str) -> Path:
     """A file shipped in ``infercast/predictors/devices/data``."""
     return Path(str(resources.files("infercast.predictors.devices") / "data" / name))
-
-
-def cache_root() -> Path:
-    """Where predictors trained on first use are kept: ``INFERCAST_CACHE``, else
-    ``$XDG_CACHE_HOME/infercast`` or ``~/.cache/infercast``."""
-    if os.environ.get("INFERCAST_CACHE"):
-        return Path(os.environ["INFERCAST_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "infercast"
 
 
 @cache
