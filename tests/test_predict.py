@@ -419,8 +419,15 @@ def test_routes_rank_by_held_out_error_and_keep_the_combined_route_when_others_a
     held = ranked["held_out"]
     assert held[OPWISE]["median_abs_error_pct"] < held[COMBINED]["median_abs_error_pct"]
     assert ranked["order"] == [COMBINED, OPWISE, BLEND]
+    # the rule is said as it is: which route had the lower median, and why it is not first
+    assert ranked["choice"].startswith(f"{LABELS[COMBINED]}, the route chosen with design spaces held out")
+    assert LABELS[OPWISE] in ranked["choice"] and "bootstrap" in ranked["choice"]
+    assert "warning" not in ranked
     clearly = rank_routes(truth, {**close, OPWISE: truth * (1 + 0.3 * other)})
     assert clearly["order"] == [OPWISE, COMBINED, BLEND]
+    assert clearly["choice"].startswith(f"{LABELS[OPWISE]}: the lowest median |error| on the 30 held-out")
+    few = rank_routes(truth[:4], {route: values[:4] for route, values in close.items()})
+    assert "only 4 held-out configs" in few["warning"]
     assert rank_routes(truth, {OPWISE: close[OPWISE], BLEND: close[BLEND]})["order"] == [OPWISE, BLEND]
 
 
@@ -537,6 +544,12 @@ def test_profile_train_predict_evaluate_through_the_cli(tmp_path: Path) -> None:
     )
     assert set(result["targets"]["latency"]["baselines"]) == {"flops", "loglinear"}
     assert result["combined"]["n"] == result["opwise"]["n"] > 0
+    # evaluate scores the route predict shows, as predict makes it: train's held-out figure
+    first_route = ranking["order"][0]
+    assert result["route"]["route"] == first_route and result["route"]["latency"]["n"] == summary["n_test"]
+    assert result["route"]["latency"]["median_ape"] == pytest.approx(
+        ranking["held_out"][first_route]["median_abs_error_pct"], rel=1e-6
+    )
 
     foreign = infercast("evaluate", "--predictor", out, "--db", str(tmp_path / "other.db"))
     # a store that does not exist is refused, never created by a command that only reads

@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from infercast.datasets import resolve_platform, store_tables, training_data
+from infercast.errors import InfercastError
 from infercast.predictors.bundle import OPWISE_ESTIMATE, PredictorBundle
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.routes import COMBINED, OPWISE
+from infercast.predictors.metrics import regression_metrics
+from infercast.predictors.routes import COMBINED, OPWISE, label
 from infercast.store import Store
 
 
@@ -19,7 +21,9 @@ def evaluate(
 ) -> dict[str, Any]:
     """Score a predictor on a store's measurements of its platform that it never trained on:
     per target R², MAE, MAPE, RMSPE, ±5 %/±10 %, Spearman, Kendall, interval coverage, next to the
-    baselines (and the op-wise predictor where there is one and the store has op profiles)."""
+    baselines (and the op-wise predictor where there is one and the store has op profiles); and,
+    under ``route``, the latency of the route ``predict`` shows first, scored as ``predict`` makes
+    it: from each held-out config's captured graph."""
     bundle = PredictorBundle.load(folder)
     if bundle.is_device_adapted:
         raise PredictorError(
@@ -46,6 +50,7 @@ def evaluate(
         "targets": scores,
         "unavailable": blend.unavailable_,
     }
+    out["route"] = _first_route(bundle, data.models[keep], data.y["latency_ms"].to_numpy()[keep])
     opwise = bundle.routes.get(OPWISE)
     if opwise is not None and not ops.empty:
         unseen = set(data.config_ids[keep]) & set(ops["model"])
@@ -59,3 +64,25 @@ def evaluate(
                 x = data.x[rows].assign(**{OPWISE_ESTIMATE: np.log(estimate.to_numpy(dtype=np.float64))})
                 out["combined"] = combined.evaluate(x, data.y[rows])["latency"]
     return out
+
+
+def _first_route(bundle: PredictorBundle, models: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
+    """The route ``predict`` shows first, with its latency metrics on ``models`` (or why not)."""
+    from infercast.models.capturing import capture_model
+
+    measured = np.isfinite(truth)
+    try:
+        graphs = [capture_model(str(model))[0] for model in models[measured]]
+    except InfercastError as error:  # a model file gone since it was measured
+        return {"route": None, "reason": f"a held-out config could not be captured again ({error})"}
+    _, routes = bundle.predict_graphs(graphs)
+    if not routes:
+        return {"route": None, "reason": "the predictor has no latency route"}
+    route, predicted = next(iter(routes.items()))
+    metrics = regression_metrics(
+        truth[measured],
+        predicted["latency_ms"].to_numpy(dtype=np.float64),
+        predicted["latency_ms_low"].to_numpy(dtype=np.float64),
+        predicted["latency_ms_high"].to_numpy(dtype=np.float64),
+    )
+    return {"route": route, "route_label": label(route), "latency": metrics}

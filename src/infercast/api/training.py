@@ -180,20 +180,22 @@ def _fit_opwise(
     )
     run.summary["opwise_test_metrics"] = op_scores
     run.tell("training the blend on the op-wise estimate")
-    return _fit_combined(run, op_model, ops)
+    return _fit_combined(run, op_model)
 
 
-def _fit_combined(run: _Run, op_model: OpWise, ops: pd.DataFrame) -> dict[str, np.ndarray]:
+def _fit_combined(run: _Run, op_model: OpWise) -> dict[str, np.ndarray]:
     """The route ``blend + op-wise``: the blend refitted (latency only) with the op-wise estimate
     as a feature and in its trend — out-of-fold for the training configs, so it learns the errors
     the op-wise route really makes. Returns the op-wise and combined latencies of the held-out
-    configs (NaN where a config has no op profile)."""
+    configs as ``predict`` makes them: the op-wise estimate from each one's captured graph, not
+    from its measured op profile, which a network to predict does not have (NaN where a graph
+    cannot be captured again)."""
     ids, train_rows, test_rows = run.data.config_ids, run.train_rows, run.test_rows
     assert run.blend is not None
-    test_ops = ops[ops["model"].isin(run.ids(test_rows))].drop(columns="latency_ms")
-    estimate = pd.concat([op_model.oof_latency_ms_, op_model.predict(test_ops)["latency_ms"]])
-    x = run.data.x.assign(**{OPWISE_ESTIMATE: np.log(estimate.reindex(ids).to_numpy(dtype=np.float64))})
-    held_opwise = np.exp(x[OPWISE_ESTIMATE].to_numpy()[test_rows])
+    estimate = op_model.oof_latency_ms_.reindex(ids).to_numpy(dtype=np.float64, copy=True)
+    estimate[test_rows] = _graph_estimates(run, op_model)
+    x = run.data.x.assign(**{OPWISE_ESTIMATE: np.log(estimate)})
+    held_opwise = estimate[test_rows]
     fit_rows = train_rows[np.isfinite(x[OPWISE_ESTIMATE].to_numpy()[train_rows])]
     blend = run.blend
     if len(fit_rows) < 2 * blend.n_folds:  # what the blend's own folds need
@@ -215,6 +217,20 @@ def _fit_combined(run: _Run, op_model: OpWise, ops: pd.DataFrame) -> dict[str, n
     return {OPWISE: held_opwise, COMBINED: held_combined}
 
 
+def _graph_estimates(run: _Run, op_model: OpWise) -> np.ndarray:
+    """The op-wise latencies of the held-out configs from their captured graphs (``predict``'s
+    way), or NaN for all when one cannot be captured again (a model file gone since)."""
+    from infercast.models.capturing import capture_model
+
+    platform = PlatformInfo.from_row(run.data.platform)
+    try:
+        graphs = [capture_model(str(m))[0] for m in run.data.models[run.test_rows]]
+    except InfercastError:
+        return np.full(len(run.test_rows), np.nan)
+    predicted = op_model.predict_graphs(graphs, platform.backend, platform.settings, platform.fingerprint)
+    return predicted["latency_ms"].to_numpy(dtype=np.float64)
+
+
 def _fit_physical(run: _Run, kernel_latencies: pd.DataFrame) -> dict[str, np.ndarray]:
     """The route Σ cost × work (``predictors.physical``) on the device features of each config's
     graph, captured again from its model string, and of each kernel-campaign network (which
@@ -222,7 +238,7 @@ def _fit_physical(run: _Run, kernel_latencies: pd.DataFrame) -> dict[str, np.nda
     interval's residuals come from holding each design space out when the store has several.
     Returns its latencies of the held-out configs, or nothing (with the reason in the summary)
     when a graph cannot be captured."""
-    from infercast.models.guarded import capture_model
+    from infercast.models.capturing import capture_model
 
     data, train_rows = run.data, run.train_rows
     models = [str(m) for m in data.models[train_rows]] + kernel_latencies["model"].tolist()
@@ -265,6 +281,10 @@ def _rank(run: _Run, held: dict[str, np.ndarray]) -> dict[str, Any]:
     return routes
 
 
+# held-out configs below which route figures are too noisy to rank routes by
+MIN_RANKED = 20
+
+
 def rank_routes(
     truth: np.ndarray, predicted: dict[str, np.ndarray], preferred: str = COMBINED, seed: int = 0
 ) -> dict[str, Any]:
@@ -283,20 +303,37 @@ def rank_routes(
         for route, error in errors.items()
     }
     order = sorted(figures, key=lambda route: figures[route]["median_abs_error_pct"])
-    if preferred in errors and order[0] != preferred:
+    lowest = order[0]
+    choice = f"{label(lowest)}: the lowest median |error| on the {len(truth)} held-out configs"
+    if preferred in errors and lowest != preferred:
         resamples = np.random.default_rng(seed).integers(0, len(truth), (1000, len(truth)))
-        lower = np.median(errors[order[0]][resamples], axis=1) < np.median(
-            errors[preferred][resamples], axis=1
-        )
+        lower = np.median(errors[lowest][resamples], axis=1) < np.median(errors[preferred][resamples], axis=1)
         if lower.mean() < 0.9:
             order = [preferred, *(route for route in order if route != preferred)]
-    return {
+            choice = (
+                f"{label(preferred)}, the route chosen with design spaces held out, kept first: "
+                f"{label(lowest)} had a lower median |error| on the {len(truth)} held-out configs "
+                f"({figures[lowest]['median_abs_error_pct']:.1f} % vs "
+                f"{figures[preferred]['median_abs_error_pct']:.1f} %), but in only {lower.mean():.0%} "
+                "of bootstrap resamples (90 % needed to replace it)"
+            )
+        else:
+            choice += f", lower than {label(preferred)} in {lower.mean():.0%} of bootstrap resamples"
+    ranked = {
         "order": order,
         "held_out": figures,
         "criterion": f"median |error| of latency on the held-out configs every route predicts; "
         f"{label(preferred) if preferred in predicted else preferred} first unless another route is "
         "lower in 90 % of paired bootstrap resamples",
+        "choice": choice,
     }
+    if len(truth) < MIN_RANKED:
+        ranked["warning"] = (
+            f"only {len(truth)} held-out configs: too few to tell the routes apart (the figures above "
+            f"move by several points from one sample to the next; {MIN_RANKED} or more are needed); "
+            "profile more configs before trusting this order"
+        )
+    return ranked
 
 
 def train_ops(

@@ -32,7 +32,9 @@ def _line(step: str, figures: dict[str, Any]) -> str | None:
             line += f" + a kernel campaign ({figures['kernel_campaign']})"
         routes = figures.get("routes") or {}
         if routes.get("order"):
-            line += f"; predict uses {LABELS[routes['order'][0]]} (best on held-out configs)"
+            line += f"; predict uses {routes.get('choice', LABELS[routes['order'][0]])}"
+            if routes.get("warning"):
+                line += f" (warning: {routes['warning']})"
         return line + f" ({figures['seconds']:.0f} s)"
     if step == "evaluate":
         parts = []
@@ -178,7 +180,9 @@ def _print_summary(results: dict[str, Any]) -> None:
         summary.add_row(
             "latency routes, held-out",
             ", ".join(f"{LABELS[r]} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
-            + f" median |error| (n={held[routes['order'][0]]['n']}); predict uses the first",
+            + f" median |error| (n={held[routes['order'][0]]['n']}); predict uses "
+            + routes.get("choice", "the first")
+            + (f". Warning: {routes['warning']}" if routes.get("warning") else ""),
         )
     summary.add_row("real networks", _errors(results["network_errors"]))
     for target, reason in results["train"]["unavailable"].items():

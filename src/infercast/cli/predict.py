@@ -113,7 +113,7 @@ def _device_table(results: list[dict[str, Any]], devices: list[str]) -> None:
         if card:
             console.print(
                 f"{name} ({card['route']}): {card['within_10pct']:.0%} within ±10 %, median error "
-                f"{card['median_abs_error_pct']:.1f} % on {card['protocol']}",
+                f"{card['median_abs_error_pct']:.1f} % (scored on: {card['protocol']})",
                 highlight=False,
             )
 

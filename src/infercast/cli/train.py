@@ -106,7 +106,9 @@ def train(
         held = routes["held_out"]
         ranked = ", ".join(f"{r} {held[r]['median_abs_error_pct']:.1f} %" for r in routes["order"])
         console.print(f"latency routes by median |error| on the held-out configs: {ranked}")
-        console.print(f"predict shows {routes['order'][0]} first")
+        console.print(f"predict shows first {routes.get('choice', routes['order'][0])}")
+        if routes.get("warning"):
+            err_console.print(f"warning: {routes['warning']}", highlight=False)
     elif routes:
         console.print(routes["note"])
 
@@ -135,6 +137,12 @@ def evaluate(
         console.print(
             Text.assemble(("note", "yellow"), f": platform {result['platform']} is not the predictor's own")
         )
+    first = result["route"]
+    if first["route"] is None:
+        console.print(f"the route predict shows: not scored — {first['reason']}")
+    else:
+        title = f"latency as predict gives it: {first['route_label']}"
+        console.print(metrics_table(title, {"latency": first["latency"]}))
     if "opwise" in result:
         console.print(metrics_table("op-wise latency", {"latency": result["opwise"]}))
     if "combined" in result:

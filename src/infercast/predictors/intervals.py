@@ -169,6 +169,9 @@ def put_interval(
         for suffix in ("", "_low", "_high"):
             out[column + suffix] = np.nan
         return
-    out[column] = np.exp(log_pred)
-    out[column + "_low"] = np.exp(log_pred - half_width)
-    out[column + "_high"] = np.exp(log_pred + half_width)
+    # a margin too wide for a float (a candidate far outside what was learned) is an unbounded
+    # interval: an upper bound of infinity is the answer, not a numerical accident to warn about
+    with np.errstate(over="ignore"):
+        out[column] = np.exp(log_pred)
+        out[column + "_low"] = np.exp(log_pred - half_width)
+        out[column + "_high"] = np.exp(log_pred + half_width)
