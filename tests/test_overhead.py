@@ -338,9 +338,12 @@ def test_kernel_campaign_rows_teach_the_kernel_regressors_only() -> None:
     assert "concat" in model.training_["own_models"]
     unseen_type = pd.DataFrame([{**campaign[1], "model": "m-new", "kernel": "c"}]).drop(columns="latency_ms")
     predicted = model.predict(unseen_type)
-    assert "no training rows of that type" not in predicted["ood_reason"].iloc[0]
+    assert "a kind it learned from no network" not in predicted["ood_reason"].iloc[0]
     without = OpWise(n_estimators=30, kernel_learner="xgboost").fit(ops, e2e)
-    assert "no training rows of that type" in without.predict(unseen_type)["ood_reason"].iloc[0]
+    assert (
+        "kernel time is in concat kernels, a kind it learned from no network"
+        in without.predict(unseen_type)["ood_reason"].iloc[0]
+    )
 
 
 def _two_rate_tables(n_models: int, kernels_each: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -58,7 +58,7 @@ def build() -> dict:
     data = TrainingData(x, y, ids, models, {"id": PLATFORM["id"]})
     run = _Run(data, train_rows, test_rows, out, meta, print, blend=blend)
     held = {BLEND: blend.predict(x.iloc[test_rows], ood="none")["latency_ms"].to_numpy()}
-    held.update(_fit_combined(run, opwise, ops))
+    held.update(_fit_combined(run, opwise))
     no_kernels = pd.DataFrame({"model": pd.Series(dtype=str), "latency_ms": pd.Series(dtype=float)})
     held.update(_fit_physical(run, no_kernels))
     held[MEAN] = gmean([held[BLEND], held[OPWISE], held[PHYSICAL]], axis=0)

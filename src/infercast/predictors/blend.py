@@ -310,10 +310,7 @@ class CascadeBlend(ModelLevel):
         out = pd.DataFrame(index=x.index)
         cascade: list[np.ndarray] = []
         widening = any(m.calibration.beta > 0 for m in self.targets_.values())
-        # one nearest-row search serves both the interval widths and the distance check
-        wants_distance = self.ood_ is not None and (widening or ood == "full")
-        distance = self.ood_.nearest_distance(base) if wants_distance else None
-        difficulty = distance / self.ood_.spacing if widening and distance is not None else None
+        difficulty = self.ood_.difficulty(base) if widening and self.ood_ is not None else None
         widths: dict[str, np.ndarray] = {}
         for target in self.order:
             column = TARGETS[target]
@@ -328,7 +325,7 @@ class CascadeBlend(ModelLevel):
             put_interval(out, column, log_pred, widths[target])
         reasons = None
         if ood != "none" and self.ood_ is not None:
-            flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges", distance=distance)
+            flags, reasons = self.ood_.check(base, ranges_only=ood == "ranges")
             out["ood"] = flags
             out["ood_reason"] = reasons
         first = next(t for t in SCORE_ORDER if t in widths)

@@ -1,12 +1,15 @@
 """Out-of-distribution flags: is an input like anything the predictor was trained on?
 
-Two checks, each with a reason a user can read:
+Two checks, each with a reason a user can read (``ood_rules`` says which departures matter and
+words them):
 
-- **ranges**: a feature outside ``[min, max]`` of the training rows (widened by ``slack`` of the
-  range), e.g. ``count_dwconv=13 outside the training range [0, 0]`` for a MobileNet asked of a
-  predictor trained on ResNets only;
-- **distance**: the nearest training row, in standardised log-feature space, is farther than the
-  ``quantile`` of the training rows' own nearest-neighbour distances times ``factor``.
+- **ranges**: a feature outside ``[min, max]`` of the training rows by a margin that matters for
+  cost, e.g. "9 % of its FLOPs are depthwise convolutions, more than the 0 % of any network it
+  learned from" for a MobileNet asked of a predictor trained on ResNets only; counts of
+  operations (a folded BatchNorm's zero) never flag on their own;
+- **distance**: the nearest training row, in standardised log-feature space over the features
+  that place a network, is farther than the ``quantile`` of the training rows' own
+  nearest-neighbour distances times ``factor``.
 
 ``difficulty(x)`` is that distance in units of the training rows' median nearest-neighbour
 spacing: ≈ 1 among the training rows, growing as an input extrapolates; the prediction intervals
@@ -20,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
+
+from infercast.predictors.ood_rules import counts_for_distance, describe, describe_distance, material
 
 
 def _transform(x: np.ndarray) -> np.ndarray:
@@ -40,6 +45,7 @@ class OODDetector:
         self.threshold = float("inf")
         self.spacing = 1.0
         self._tree: cKDTree | None = None
+        self._material: tuple[np.ndarray, float] | None = None
 
     def fit(self, x: np.ndarray, names: list[str]) -> OODDetector:
         x = np.asarray(x, dtype=np.float64)
@@ -64,19 +70,37 @@ class OODDetector:
         spacing = float(np.median(distances[:, 1]))
         self.spacing = spacing if spacing > 0 else 1.0
 
-    def nearest_distance(self, x: np.ndarray) -> np.ndarray:
+    def _material_columns(self) -> tuple[np.ndarray, float]:
+        """The columns that place a network for the distance flag (``ood_rules``), and the
+        distance flag's threshold over them: as ``threshold``, from the training rows' own
+        nearest-neighbour distances in those columns."""
+        if self._material is None:
+            assert self.points is not None
+            mask = np.array([counts_for_distance(name) for name in self.names])
+            points = np.unique(self.points[:, mask], axis=0)
+            threshold = float("inf")
+            if mask.any() and len(points) >= 2:
+                distances, _ = cKDTree(points).query(points, k=2)
+                threshold = float(np.quantile(distances[:, 1], self.quantile) * self.factor)
+            self._material = (mask, threshold)
+        return self._material
+
+    def nearest_distance(self, x: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """Distance of each row to its nearest training row (standardised log features), by
         matrix products in chunks: a k-d tree degrades to brute force in ~40 dimensions, and BLAS
         does brute force fastest (100,000 rows × 1,500 training rows: about a second here)."""
         if self.points is None or self.center is None or self.scale is None:
             raise ValueError("OODDetector is not fitted")
         z = (_transform(np.asarray(x, dtype=np.float64)) - self.center) / self.scale
-        squared_points = np.einsum("ij,ij->i", self.points, self.points)
+        points = self.points
+        if columns is not None:
+            z, points = z[:, columns], points[:, columns]
+        squared_points = np.einsum("ij,ij->i", points, points)
         out = np.empty(len(z))
         for start in range(0, len(z), 20_000):
             part = z[start : start + 20_000]
             squared = np.einsum("ij,ij->i", part, part)[:, None] + squared_points[None, :]
-            squared -= 2 * part @ self.points.T
+            squared -= 2 * part @ points.T
             out[start : start + len(part)] = np.sqrt(np.clip(squared.min(axis=1), 0, None))
         return out
 
@@ -102,40 +126,38 @@ class OODDetector:
         """Nearest-training-row distance in units of the training rows' median spacing."""
         return self.nearest_distance(x) / self.spacing
 
-    def check(
-        self, x: np.ndarray, ranges_only: bool = False, distance: np.ndarray | None = None
-    ) -> tuple[np.ndarray, list[str]]:
-        """``(flag per row, reason per row)``; ``ranges_only`` skips the distance (for screening);
-        ``distance``: the rows' ``nearest_distance`` where the caller already has it."""
+    def check(self, x: np.ndarray, ranges_only: bool = False) -> tuple[np.ndarray, list[str]]:
+        """``(flag per row, reason per row)``: a row is flagged by a material departure in the
+        work it prices (``ood_rules``), or when its nearest training row, over the columns that
+        place a network, is farther than the training rows are from theirs; ``ranges_only`` skips
+        the distance (for screening)."""
         if self.low is None or self.high is None:
             raise ValueError("OODDetector is not fitted")
         x = np.asarray(x, dtype=np.float64)
-        margin = (self.high - self.low) * self.slack
-        outside = (x < self.low - margin) | (x > self.high + margin)
+        outside = (x < self.low) | (x > self.high)
         far = np.zeros(len(x), dtype=bool)
-        if not ranges_only and self.points is not None and np.isfinite(self.threshold):
-            distance = self.nearest_distance(x) if distance is None else distance
-            far = distance > self.threshold
+        nearest = np.zeros(len(x))
+        if not ranges_only and self.points is not None:
+            columns, threshold = self._material_columns()
+            if np.isfinite(threshold):
+                nearest = self.nearest_distance(x, columns)
+                far = nearest > threshold
         width = np.maximum(self.high - self.low, 1e-12)
         excess = np.maximum(self.low - x, x - self.high) / width  # the worst offenders come first
-        reasons = []
+        flags, reasons = np.zeros(len(x), dtype=bool), []
         for row in range(len(x)):
-            parts = []
-            columns = np.flatnonzero(outside[row])
-            columns = columns[np.argsort(-excess[row, columns], kind="stable")]
-            for column in columns[:3]:
-                parts.append(
-                    f"{self.names[column]}={x[row, column]:.6g} outside the training range "
-                    f"[{self.low[column]:.6g}, {self.high[column]:.6g}]"
-                )
-            if len(columns) > 3:
-                parts.append(f"and {len(columns) - 3} more features out of range")
+            columns = [
+                c
+                for c in np.flatnonzero(outside[row])
+                if material(self.names[c], x[row, c], self.low[c], self.high[c])
+            ]
+            columns.sort(key=lambda c: -excess[row, c])
+            parts = [describe(self.names[c], x[row, c], self.low[c], self.high[c]) for c in columns[:3]]
             if far[row]:
-                parts.append(
-                    f"nearest training config at distance {distance[row]:.2f} > {self.threshold:.2f}"
-                )
+                parts.append(describe_distance(nearest[row], self.spacing))
+            flags[row] = bool(parts)
             reasons.append("; ".join(parts))
-        return outside.any(axis=1) | far, reasons
+        return flags, reasons
 
     def to_dict(self) -> dict[str, Any]:
         return {

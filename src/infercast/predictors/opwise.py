@@ -49,13 +49,13 @@ from infercast.predictors.kernel_regressors import (
 from infercast.predictors.learners import LEARNERS
 from infercast.predictors.metrics import log_r2_score, regression_metrics
 from infercast.predictors.ood import OODDetector
+from infercast.predictors.ood_rules import MODEL_RANGE_COLUMNS, kernel_reason
 from infercast.predictors.optable import as_op_table, e2e_series, kernels
 from infercast.predictors.overhead import FORMS, STACK, Overhead, overhead_features
 from infercast.predictors.overhead_choice import fit_overhead, from_dict, out_of_fold, overhead_summary
 
 MIN_MODELS = 3
 # a model outside the training range of these is flagged ood (the overhead features it is kept for)
-_MODEL_RANGE_COLUMNS = ("log_n_kernels", "log_flops")
 # what places a model among the training models for its interval's width: size and kernel mix
 _MIX_COLUMNS = [
     "log_kernel_ms",
@@ -220,7 +220,7 @@ class OpWise(Predictor):
             for t, g in every_kernel.groupby("op_type")
         }
         self.overhead_ranges_ = {
-            c: [float(features[c].min()), float(features[c].max())] for c in _MODEL_RANGE_COLUMNS
+            c: [float(features[c].min()), float(features[c].max())] for c in MODEL_RANGE_COLUMNS
         }
         # the out-of-fold end-to-end estimates: what a model stacked on this route learns from
         self.oof_latency_ms_ = pd.Series(np.exp(oof_log), index=pd.Index(models, name="model"))
@@ -282,7 +282,10 @@ class OpWise(Predictor):
         half_width = self.calibration_.half_width(difficulty, len(features))
         put_interval(out, "latency_ms", log_pred, half_width)
         out["kernel_sum_ms"] = np.exp(features["log_kernel_ms"].to_numpy())
-        reasons = [self._ood_reason(table[table["model"] == m], features.loc[m]) for m in features.index]
+        reasons = [
+            kernel_reason(table[table["model"] == m], features.loc[m], self.ranges_, self.overhead_ranges_)
+            for m in features.index
+        ]
         out["ood"] = [bool(r) for r in reasons]
         out["ood_reason"] = reasons
         out["interval_note"] = interval_note(half_width, self.calibration_, reasons)
@@ -303,25 +306,6 @@ class OpWise(Predictor):
         ids = [str(i) for i in range(len(graphs))]
         tables = [kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)]
         return self.predict(pd.concat(tables, ignore_index=True)).loc[ids].reset_index(drop=True)
-
-    def _ood_reason(self, table: pd.DataFrame, overhead: pd.Series) -> str:
-        parts = []
-        for op_type, group in table.groupby("op_type"):
-            if op_type not in self.ranges_:
-                parts.append(f"{len(group)} {op_type} kernel(s): no training rows of that type")
-                continue
-            for column, (low, high) in self.ranges_[str(op_type)].items():
-                values = group[column].dropna()
-                if len(values) and (values.min() < low * 0.98 or values.max() > high * 1.02):
-                    parts.append(
-                        f"{op_type} {column} up to {values.max():.4g} outside [{low:.4g}, {high:.4g}]"
-                    )
-                    break
-        for column in _MODEL_RANGE_COLUMNS:
-            low, high = self.overhead_ranges_.get(column, (-np.inf, np.inf))
-            if not low - 0.05 <= overhead[column] <= high + 0.05:
-                parts.append(f"model {column}={overhead[column]:.3g} outside [{low:.3g}, {high:.3g}]")
-        return "; ".join(parts[:4])
 
     def _scored(self, ops: Any, e2e: Any) -> tuple[pd.DataFrame, pd.Series]:
         predicted = self.predict(ops)

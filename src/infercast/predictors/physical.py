@@ -9,9 +9,10 @@ device's rates, where trees would fall back to the nearest training network.
 The 90 % interval is ``prediction · e^(±q)``, q the conformal quantile of the out-of-fold
 |log(truth / prediction)| — folds grouped (by architecture family, when given) and each group
 weighing as one draw (``intervals.conformal_quantile``), so q holds for a family the predictor
-never saw, however many networks the largest family has. A model is ``ood`` when one of its
-features lies outside what the training networks spanned (with a factor of slack), with the
-features named.
+never saw, however many networks the largest family has. A model is ``ood`` when the work it
+has beyond what the training networks spanned carries a material share of its prediction, when
+it has work no training network had (no cost was learned for it), or far less of a kind than any
+training network; the reason says it in words.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.intervals import conformal_quantile
 from infercast.predictors.metrics import log_r2_score, regression_metrics
+from infercast.predictors.ood_rules import KERNEL_SHARE, describe_work
 
-# a feature this many times beyond the training range is outside what the costs were fitted on
+# a feature this many times below the training range leaves the prediction to the other costs
 _RANGE_SLACK = 2.0
 
 
@@ -185,12 +187,22 @@ class PhysicalLatency(Predictor):
         x = as_frame(X, self.columns_)
         matrix = self._matrix(x, self.columns_)
         latency = np.clip(matrix @ self.costs_, 1e-9, None)
-        outside = (matrix > self.high_ * _RANGE_SLACK) | (matrix < self.low_ / _RANGE_SLACK)
+        # more work of a kind than any training network had rests on its per-unit cost: in
+        # doubt when that extrapolated part is a material share of the prediction, or when the
+        # work has no cost at all (no training network had any); far less work than any
+        # training network leaves the prediction to the constant and the other costs
+        extrapolated = np.clip(matrix - self.high_, 0, None) * self.costs_
+        unpriced = (self.high_ <= 0) & (matrix > 0)
+        outside = (
+            (extrapolated >= KERNEL_SHARE * latency[:, None])
+            | (unpriced & (matrix > self.high_))
+            | (matrix < self.low_ / _RANGE_SLACK)
+        )
         flagged = outside.any(axis=1)
         reasons = np.full(len(matrix), "", dtype=object)
         for i in np.flatnonzero(flagged):  # a screening predicts millions: only flagged rows get words
             reasons[i] = "; ".join(
-                f"{self.columns_[j]} {matrix[i, j]:.3g} (training {self.low_[j]:.3g}–{self.high_[j]:.3g})"
+                describe_work(self.columns_[j], matrix[i, j], self.low_[j], self.high_[j])
                 for j in np.flatnonzero(outside[i])
             )
         return pd.DataFrame(
