@@ -107,3 +107,18 @@ def test_a_warm_prediction_and_a_typo_never_import_torch(tmp_path: Path) -> None
         tmp_path,
     )
     assert typo.stdout.split() == ["refused", "True", "False"], typo.stderr
+
+
+def test_a_zoo_builds_in_a_new_process_once_its_names_are_kept(tmp_path: Path) -> None:
+    """The zoo's name list read from the cache must not skip what listing it did (timm imports
+    torchvision, which on a CPU-only PyTorch needs infercast's shim first)."""
+    build = (
+        "from infercast.models import zoo\n"
+        "zoo.check_name('timm', 'resnet10t')\n"
+        "from infercast.models.guarded import capture_model\n"
+        "print(capture_model('timm:resnet10t', '1x3x32x32')[0].input_shape)"
+    )
+    first = _without_torch(build, tmp_path)
+    again = _without_torch(build, tmp_path)  # the names now come from the cache
+    assert first.returncode == again.returncode == 0, first.stderr[-2000:] + again.stderr[-2000:]
+    assert again.stdout.split()[:4] == ["(1,", "3,", "32,", "32)"]

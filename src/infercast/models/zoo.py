@@ -147,6 +147,7 @@ def _pytorchcv(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
 
 
 def _timm(name: str) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    import_torchvision()  # timm imports torchvision: through the shim first
     import timm
 
     module = timm.create_model(name, pretrained=False)
