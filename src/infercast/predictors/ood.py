@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
 
 from infercast.predictors.ood_rules import counts_for_distance, describe, describe_distance, material
 
@@ -44,7 +43,6 @@ class OODDetector:
         self.points: np.ndarray | None = None
         self.threshold = float("inf")
         self.spacing = 1.0
-        self._tree: cKDTree | None = None
         self._material: tuple[np.ndarray, float] | None = None
 
     def fit(self, x: np.ndarray, names: list[str]) -> OODDetector:
@@ -58,16 +56,15 @@ class OODDetector:
         # spread of 1e-16 would make any other value of it look infinitely far
         self.scale = np.where(spread > 1e-6, spread, 1.0)
         self.points = np.unique(np.round((t - self.center) / self.scale, 6), axis=0)
-        self._tree = cKDTree(self.points)
         self._set_spacing()
         return self
 
     def _set_spacing(self) -> None:
-        if self._tree is None or self.points is None or len(self.points) < 2:
+        if self.points is None or len(self.points) < 2:
             return
-        distances, _ = self._tree.query(self.points, k=2)
-        self.threshold = float(np.quantile(distances[:, 1], self.quantile) * self.factor)
-        spacing = float(np.median(distances[:, 1]))
+        distances = _neighbour_distances(self.points)
+        self.threshold = float(np.quantile(distances, self.quantile) * self.factor)
+        spacing = float(np.median(distances))
         self.spacing = spacing if spacing > 0 else 1.0
 
     def _material_columns(self) -> tuple[np.ndarray, float]:
@@ -80,8 +77,8 @@ class OODDetector:
             points = np.unique(self.points[:, mask], axis=0)
             threshold = float("inf")
             if mask.any() and len(points) >= 2:
-                distances, _ = cKDTree(points).query(points, k=2)
-                threshold = float(np.quantile(distances[:, 1], self.quantile) * self.factor)
+                distances = _neighbour_distances(points)
+                threshold = float(np.quantile(distances, self.quantile) * self.factor)
             self._material = (mask, threshold)
         return self._material
 
@@ -184,7 +181,6 @@ class OODDetector:
         detector.scale = np.asarray(saved["scale"], dtype=np.float64)
         if saved.get("points"):
             detector.points = np.asarray(saved["points"], dtype=np.float64)
-            detector._tree = cKDTree(detector.points)
         threshold = saved.get("threshold")
         detector.threshold = float("inf") if threshold is None else float(threshold)
         if "spacing" in saved:
@@ -192,6 +188,16 @@ class OODDetector:
         else:  # saved before difficulties existed
             detector._set_spacing()
         return detector
+
+
+def _neighbour_distances(points: np.ndarray) -> np.ndarray:
+    """Each point's distance to its nearest other point."""
+    # SciPy's spatial module loads when a detector is fitted or first checks a distance: a
+    # prediction that only widens its interval never needs it
+    from scipy.spatial import cKDTree
+
+    distances, _ = cKDTree(points).query(points, k=2)
+    return distances[:, 1]
 
 
 def _list(values: np.ndarray | None) -> list[float] | None:
