@@ -34,6 +34,8 @@ def test_demo_reduced_runs_every_stage(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(result.stdout)
     assert data["profile"]["in_store"] >= 12
+    # the budget is the whole demo's: half a minute is less than its least, and it says so
+    assert data["budget_s"] == 30 and data["seconds"] > 30
     assert data["train"]["unavailable"]["energy"].startswith("no rows of energy_j")
     assert set(data["evaluate"]["test_metrics"]) == {"latency", "memory"}
     [network] = data["networks"]

@@ -329,9 +329,9 @@ def rank_routes(
     }
     if len(truth) < MIN_RANKED:
         ranked["warning"] = (
-            f"only {len(truth)} held-out configs: too few to tell the routes apart (the figures above "
-            f"move by several points from one sample to the next; {MIN_RANKED} or more are needed); "
-            "profile more configs before trusting this order"
+            f"only {len(truth)} held-out configs: too few to tell the routes apart (their medians "
+            f"move by several points from one sample of configs to the next; {MIN_RANKED} or more "
+            "are needed); profile more configs before trusting this order"
         )
     return ranked
 
