@@ -31,8 +31,7 @@ def _transform(x: np.ndarray) -> np.ndarray:
 
 
 class OODDetector:
-    def __init__(self, slack: float = 0.02, quantile: float = 0.99, factor: float = 1.5) -> None:
-        self.slack = slack
+    def __init__(self, quantile: float = 0.99, factor: float = 1.5) -> None:
         self.quantile = quantile
         self.factor = factor
         self.names: list[str] = []
@@ -158,7 +157,6 @@ class OODDetector:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "slack": self.slack,
             "quantile": self.quantile,
             "factor": self.factor,
             "names": self.names,
@@ -173,7 +171,8 @@ class OODDetector:
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> OODDetector:
-        detector = cls(saved["slack"], saved["quantile"], saved["factor"])
+        # a "slack" saved before issue 49's rules widened the ranges; the rules replace it
+        detector = cls(saved["quantile"], saved["factor"])
         detector.names = list(saved["names"])
         detector.low = np.asarray(saved["low"], dtype=np.float64)
         detector.high = np.asarray(saved["high"], dtype=np.float64)
