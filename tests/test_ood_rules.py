@@ -23,7 +23,12 @@ def test_counts_and_tiny_shares_never_flag_but_work_does() -> None:
     assert describe("flops_share_dwconv", 0.09, 0, 0) == (
         "9% of its FLOPs are depthwise convolutions, more than the 0% of any network it learned from"
     )
-    assert describe("params", 4.3e7, 1e6, 1e7).startswith("4.3× more parameters (4.3e+07) than any network")
+    assert describe("params", 4.3e7, 1e6, 1e7) == (
+        "4.3e+07 parameters, 4.3× the most of any network it learned from (1e+07)"
+    )
+    assert (
+        describe("flops", 0, 5e6, 1e9) == "no FLOPs, which every network it learned from had (at least 5e+06)"
+    )
 
 
 def test_a_detector_ignores_a_folded_batchnorm_and_words_what_it_flags() -> None:

@@ -30,9 +30,11 @@ def available(zoo: str) -> bool:
     return importlib.util.find_spec(_PACKAGES[zoo]) is not None
 
 
+@functools.cache
 def names(zoo: str) -> list[str]:
     """Every model name the zoo can build. Listing timm's or torchvision's imports the zoo and
-    PyTorch (seconds): the list is kept in the cache, under the zoo's version."""
+    PyTorch (seconds): the list is kept in the cache, under the zoo's version, and read once a
+    process."""
     _require(zoo)
     if zoo == "pytorchcv" and _pytorchcv_builders() is not None:
         return sorted(_pytorchcv_builders())  # type: ignore[arg-type]

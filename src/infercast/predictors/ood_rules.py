@@ -14,7 +14,7 @@ one of 1,000, one average pool in a network of convolutions is no work. Only dep
 - kernels an op-wise route did not learn, or work a Σ cost × work route extrapolates, flag when
   they carry ``KERNEL_SHARE`` of the predicted time.
 
-Reasons name the work in words ("3.1× more FLOPs than any network it learned from").
+Reasons name the work in words ("3.6e+09 FLOPs, 3.1× the most of any network it learned from").
 """
 
 from __future__ import annotations
@@ -83,13 +83,19 @@ def describe_work(name: str, value: float, low: float, high: float) -> str:
     what = _WORK.get(name)
     if what is None and name.startswith("gflops_conv_kernels_under_"):
         what = f"GFLOP in small convolution kernels (under {name.rsplit('_', 1)[1].upper()} FLOPs each)"
-    what = what or name.replace("_", " ")
+    return _amount(value, what or name.replace("_", " "), low, high)
+
+
+def _amount(value: float, what: str, low: float, high: float) -> str:
+    """An amount outside ``[low, high]``, in words."""
     if value > high:
         if high <= 0:
             return f"{value:.3g} {what}, which no network it learned from had"
         return f"{value:.3g} {what}, {value / high:.1f}× the most of any network it learned from ({high:.3g})"
-    share = f"{low / value:.1f}× less than" if value > 0 else "none, against"
-    return f"{value:.3g} {what}, {share} the least of any network it learned from ({low:.3g})"
+    if value <= 0:
+        return f"no {what}, which every network it learned from had (at least {low:.3g})"
+    least = f"the least of any network it learned from ({low:.3g})"
+    return f"{value:.3g} {what}, {low / value:.1f}× less than {least}"
 
 
 # the model-level columns an op-wise route checks beside its kernels, in words
@@ -185,16 +191,7 @@ def describe(name: str, value: float, low: float, high: float) -> str:
         return (
             f"{value:.0%} of its FLOPs are {what}, less than the {low:.0%} of every network it learned from"
         )
-    what = _AMOUNTS.get(name, name.replace("_", " "))
-    if value > high:
-        if high <= 0:
-            return f"{value:.3g} {what}, which no network it learned from had"
-        ratio, side = value / high, f"more {what} ({value:.3g}) than any"
-    else:
-        ratio = low / value if value > 0 else math.inf
-        side = f"fewer {what} ({value:.3g}) than every"
-    bound = high if value > high else low
-    return f"{ratio:.1f}× {side} network it learned from ({bound:.3g})"
+    return _amount(value, _AMOUNTS.get(name, name.replace("_", " ")), low, high)
 
 
 def describe_distance(distance: float, spacing: float) -> str:
