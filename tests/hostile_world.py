@@ -270,7 +270,7 @@ CACHE_DAMAGES: dict[str, Callable[[dict], None]] = {
 
 def _tampered_cache(root: Path) -> None:
     """A user cache whose device predictors were trained, then edited by hand."""
-    from infercast.predictors.devices import get_device
+    from infercast.predictors.devices import _shipped, get_device
 
     previous = os.environ.get("INFERCAST_CACHE")
     os.environ["INFERCAST_CACHE"] = str(root)
@@ -279,7 +279,7 @@ def _tampered_cache(root: Path) -> None:
             get_device(name)
     finally:
         # the cases read the cache as a new process would, not this process's loaded copies
-        get_device.cache_clear()
+        _shipped.cache_clear()
         if previous is None:
             os.environ.pop("INFERCAST_CACHE")
         else:

@@ -164,6 +164,12 @@ def host_tables(
         "n_configs": len(configs),
         "n_kernel_networks": len(kernel_networks),
         "latency_stat": latency_stat,
+        # the machine, for predictions elsewhere to say they are elsewhere (its runtime alone of
+        # its libraries: the others do not run its kernels)
+        "fingerprint": {
+            "processor": fingerprint.get("processor") or {},
+            "libraries": {"onnxruntime": fingerprint.get("libraries", {}).get("onnxruntime", "unknown")},
+        },
     }
     return configs, ops, kernel_rows, host
 

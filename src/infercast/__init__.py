@@ -7,6 +7,7 @@ The calls most programs need are plain functions here::
     infercast.predict(model, predictor="predictors/cpu")   # a model string, nn.Module or ModelProto
     infercast.predict(model, device="pixel4/gpu")          # a shipped device predictor
     infercast.measure(model, input_shape=(1, 3, 224, 224))  # measured here, in a worker process
+    infercast.calibrate()                                  # this machine as device="local"
     graph = infercast.capture(infercast.load_model("pytorchcv:resnet18"))
     infercast.featurize(graph)                             # the predictors' feature vector
 
@@ -33,12 +34,15 @@ from infercast.models import LoadedModel, load_model
 from infercast.version import __version__
 
 if TYPE_CHECKING:
+    from infercast.api.calibrating import calibrate
     from infercast.api.measuring import measure
     from infercast.api.predicting import predict
 
 # the workflows' functions themselves, imported on first use: their modules import pandas and the
 # predictors, which `import infercast` alone does not need
-__getattr__ = lazy_exports(__name__, {"predict": "api.predicting", "measure": "api.measuring"})
+__getattr__ = lazy_exports(
+    __name__, {"predict": "api.predicting", "measure": "api.measuring", "calibrate": "api.calibrating"}
+)
 
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     "InfercastError",
     "LoadedModel",
     "__version__",
+    "calibrate",
     "capture",
     "featurize",
     "load_model",

@@ -15,6 +15,11 @@ class InfercastError(Exception):
     """Base class: the message says what was wrong and, where possible, what to do."""
 
 
+class MachineMismatchWarning(UserWarning):
+    """A prediction for a host measured on another machine than this one: it may be off by a
+    factor here (the message says what differs and what to run)."""
+
+
 class ModelLoadError(InfercastError):
     """A model string that names nothing loadable (unknown zoo name, bad file, failing factory)."""
 

@@ -7,6 +7,7 @@ themselves learn from tables only.
 - ``adapt``, ``adapt_device``, ``suggest``: ``api.adapting``;
 - ``predict``, ``predict_models``, ``predict_devices``, ``predict_ops``, ``load_predictor``:
   ``api.predicting`` (model strings, ``nn.Module``, ``onnx.ModelProto``, ONNX paths);
+- ``calibrate``: ``api.calibrating`` (this machine as the ``local`` device);
 - ``measure``: ``api.measuring``; ``profile``: ``api.profiling``, a ``CampaignSpec`` run on any
   executor (local, adaptive, ray);
 - ``screen``: ``api.screening``, the whole flow ``infercast screen`` runs;
@@ -21,6 +22,7 @@ from infercast.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from infercast.api.adapting import adapt, adapt_device, suggest
+    from infercast.api.calibrating import calibrate
     from infercast.api.evaluating import evaluate
     from infercast.api.measuring import measure
     from infercast.api.predicting import load_predictor, predict, predict_devices, predict_models, predict_ops
@@ -35,6 +37,7 @@ _MODULES = {
         ("load_predictor", "predict", "predict_devices", "predict_models", "predict_ops"), "predicting"
     ),
     **dict.fromkeys(("adapt", "adapt_device", "suggest"), "adapting"),
+    "calibrate": "calibrating",
     "evaluate": "evaluating",
     "measure": "measuring",
     "profile": "profiling",
@@ -47,6 +50,7 @@ __getattr__ = lazy_exports(__name__, _MODULES)
 __all__ = [
     "adapt",
     "adapt_device",
+    "calibrate",
     "evaluate",
     "load_predictor",
     "measure",

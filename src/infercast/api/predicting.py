@@ -3,19 +3,25 @@ objects, ONNX paths. ``predict`` is what ``infercast.predict(…)`` calls."""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from infercast.api.inputs import as_list, input_shape_of, model_name
+from infercast.errors import MachineMismatchWarning
 from infercast.predictors.base import Predictor
 from infercast.predictors.data import TARGETS
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.routes import OPWISE, label, route_key
+
+if TYPE_CHECKING:
+    from infercast.predictors.devices.common import DeviceInfo
 
 
 def load_predictor(folder: str | Path) -> Predictor:
@@ -166,6 +172,10 @@ def predict_devices(
     if not devices:
         raise PredictorError("name at least one device (`infercast devices list` shows them)")
     infos = [device_info(name) for name in devices]  # an unknown name fails before any capture
+    _calibrated_first(devices)
+    elsewhere = {info.name: machine_warning(info) for info in infos}
+    for warning in filter(None, elsewhere.values()):
+        warnings.warn(warning, MachineMismatchWarning, stacklevel=2)
     batches = [batch_size or (info.batch if info.batch > 1 else None) for info in infos]
     spaces = {info.space for info in infos}
     space = spaces.pop() if len(spaces) == 1 and input_shape is None else None
@@ -211,13 +221,45 @@ def predict_devices(
                     "route": route,
                     "route_label": label(route) if route else None,
                     "card": predictor.info.card,
+                    "machine_warning": elsewhere[predictor.info.name],
                 }
             )
-            # the routes behind the latency, if several
-            for other in ("model_level_ms", "opwise_ms", "physical_ms"):
+            # the routes behind the latency, if several; a calibrated host's factor
+            for other in ("model_level_ms", "opwise_ms", "physical_ms", "calibration_factor"):
                 if row.get(other) is not None:
                     results[-1][other] = float(row[other])
     return results
+
+
+def _calibrated_first(devices: Sequence[str]) -> None:
+    """``local`` without a calibration of this machine: calibrate it now, saying so."""
+    from infercast.predictors.devices import local
+
+    if local.NAME in devices and local.load_calibration() is None:
+        from infercast.api.calibrating import DEFAULT_BUDGET_S, calibrate
+
+        print(
+            f"infercast: this machine has no calibration yet; calibrating it first ({DEFAULT_BUDGET_S:.0f} s "
+            "of measuring kernel networks, kept for later predictions; `infercast calibrate` runs it alone)",
+            file=sys.stderr,
+        )
+        calibrate(DEFAULT_BUDGET_S)
+
+
+def machine_warning(info: DeviceInfo) -> str | None:
+    """One line when ``info`` is a host measured on a machine that differs from this one in what
+    decides kernel speed (``machine.differences_here``): its figures may be off by a factor here."""
+    if not info.fingerprint:
+        return None
+    from infercast.machine import differences_here
+
+    found = differences_here(info.fingerprint)
+    if not found:
+        return None
+    return (
+        f"{info.name} was measured on another machine ({'; '.join(found)}): its latencies may be off "
+        "by a factor here: `infercast calibrate`, then `--device local`, predicts for this machine"
+    )
 
 
 def _space_features(

@@ -113,6 +113,7 @@ def human_bytes(value: float) -> str:
 # Commands register themselves on ``app`` when their module is imported, and ``--help`` lists
 # them in that order: the pipeline's.
 from infercast.cli import adapt as _adapt  # noqa: E402, F401
+from infercast.cli import calibrate as _calibrate  # noqa: E402, F401
 from infercast.cli import db as _db  # noqa: E402, F401
 from infercast.cli import demo as _demo  # noqa: E402, F401
 from infercast.cli import devices as _devices  # noqa: E402, F401

@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from infercast.cli import Table, Text, app, console, print_json, run_guarded
+from infercast.machine import WIDTH_FEATURES
 
 devices_app = typer.Typer(
     help="Predictors shipped for devices you do not own (phones, GPUs, accelerators), with accuracy cards.",
@@ -56,6 +57,22 @@ def list_(
     console.print(table)
 
 
+def machine_text(fingerprint: dict[str, Any]) -> str:
+    """A host's fingerprint in one line: its CPU, generation, vector features, caches, runtime."""
+    cpu = fingerprint.get("processor", {})
+    isa = cpu.get("isa", {})
+    parts = [
+        cpu.get("model_name") or cpu.get("vendor") or "an unrecorded CPU",
+        f"family {cpu['family']} model {cpu.get('model')}" if "family" in cpu else None,
+        f"{cpu['logical_cpus']} logical CPUs" if "logical_cpus" in cpu else None,
+        " ".join(f for f, present in isa.items() if present) or None,
+        " ".join(f"no {f}" for f, present in isa.items() if not present and f in WIDTH_FEATURES) or None,
+        f"L2 {cpu['l2_kib']} KiB, L3 {cpu.get('l3_kib')} KiB" if "l2_kib" in cpu else None,
+        ", ".join(f"{k} {v}" for k, v in fingerprint.get("libraries", {}).items()) or None,
+    ]
+    return "; ".join(p for p in parts if p)
+
+
 @devices_app.command("show")
 def show(
     name: str = typer.Argument(..., help="a device name from `infercast devices list`, e.g. pixel4/gpu"),
@@ -79,7 +96,16 @@ def show(
         ("data", info.source),
     ):
         console.print(Text.assemble((label, "bold"), f": {value}"), highlight=False)
+    if info.fingerprint:
+        from infercast.api.predicting import machine_warning
+
+        console.print(Text.assemble(("measured on", "bold"), f": {machine_text(info.fingerprint)}"))
+        here = machine_warning(info)
+        console.print(Text.assemble(("this machine", "bold"), ": " + (here or "nothing it records differs")))
     card = info.card
+    if not card and info.name == "local":
+        console.print("no accuracy card: benchmarks/calibrate.py scores calibrations on real networks")
+        return
     if not card:
         console.print("no accuracy card (run benchmarks/device_cards.py)")
         return

@@ -3,6 +3,7 @@ directory or on shipped devices; end-to-end latency of an op table."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ def predict(
     """Predict latency, energy and peak memory of MODELS on the predictor's platform, or their
     latency on shipped devices (--device pixel4/gpu)."""
     from infercast.api import predict_devices, predict_models
+    from infercast.errors import MachineMismatchWarning
     from infercast.predictors.errors import PredictorError
 
     def body() -> list[dict[str, Any]]:
@@ -41,11 +43,17 @@ def predict(
                 "give --predictor DIR (from infercast train) or --device NAME (a shipped device)"
             )
         if device:
-            with err_console.status("predicting", spinner="dots"):
+            with err_console.status("predicting", spinner="dots"), warnings.catch_warnings():
+                # said once per device below, in one line, instead of Python's warning format
+                warnings.simplefilter("ignore", MachineMismatchWarning)
                 return predict_devices(models, device, input_shape, batch_size, timeout_s)
         return predict_models(predictor, models, input_shape, batch_size, timeout_s)
 
     results = run_guarded(body)
+    for warning in dict.fromkeys(r["machine_warning"] for r in results if r.get("machine_warning")):
+        err_console.print(
+            Text.assemble(("warning:", "bold yellow"), " ", warning), highlight=False, soft_wrap=True
+        )
     if device:
         if as_json:
             print_json(results)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform as host
 from pathlib import Path
 from typing import Any
 
+from infercast.machine import LIBRARIES, cpu_fingerprint, library_version
 from infercast.units import milliwatts_to_watts
-
-# the libraries whose kernels a latency depends on (infercast itself is not one of them)
-LIBRARIES = ("torch", "onnxruntime", "onnxruntime-gpu", "numpy")
 
 
 def cpu_model() -> str:
@@ -55,14 +52,10 @@ def gpu_fingerprint(index: int = 0) -> dict[str, Any] | None:
 
 
 def fingerprint(device: str = "cpu") -> dict[str, Any]:
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    versions = {name: version for name in LIBRARIES if (version := library_version(name)) is not None}
     info: dict[str, Any] = {
         "cpu": cpu_model(),
+        "processor": cpu_fingerprint(),
         "cores": os.cpu_count(),
         "machine": host.machine(),
         "os": host.platform(terse=True),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from functools import cache
 
-from infercast.predictors.devices import hosts, nb201, usc
+from infercast.predictors.devices import hosts, local, nb201, usc
 from infercast.predictors.devices.common import DeviceInfo, DevicePredictor, DeviceSource, cards
 from infercast.predictors.errors import PredictorError
 
@@ -46,13 +46,21 @@ def source_of(name: str) -> DeviceSource:
 
 
 def device_info(name: str) -> DeviceInfo:
-    """The card and facts of one shipped device (``UnknownDeviceError`` names the nearest)."""
+    """The card and facts of one shipped device, or of ``local`` (this machine, calibrated by
+    ``infercast calibrate``); ``UnknownDeviceError`` names the nearest."""
+    if name == local.NAME:
+        return local.info()
     return next(info for info in source_of(name).infos() if info.name == name)
 
 
-@cache
 def get_device(name: str) -> DevicePredictor:
-    """The predictor of a shipped device, fitted (or loaded) on first use."""
+    """The predictor of a shipped device, fitted (or loaded) on first use; ``local``: this
+    machine's calibration as it is now (a calibration run since is read again)."""
+    return local.load() if name == local.NAME else _shipped(name)
+
+
+@cache
+def _shipped(name: str) -> DevicePredictor:
     return source_of(name).load(name)
 
 

@@ -124,6 +124,10 @@ class DeviceInfo:
     # (``predict_features``), without capturing them; None: it reads graphs only
     space: str | None = None
     card: dict[str, Any] = field(default_factory=dict)
+    # the machine a host was measured on (``platform.fingerprint``'s ``processor`` and the runtime's
+    # version): a prediction on another machine says so. Empty for devices measured with their own
+    # tools elsewhere (phones, NB201's devices), where this machine is never the device
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

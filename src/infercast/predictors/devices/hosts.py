@@ -98,6 +98,7 @@ def _info(name: str) -> DeviceInfo:
         accepts="any captured graph (trained on carb-resnet and mobile-nas configs at 128–224²)",
         trained_on="design-space configs",
         card=cards().get(name, {}),
+        fingerprint=host.get("fingerprint", {}),
     )
 
 

@@ -1,0 +1,129 @@
+"""``infercast calibrate`` and the ``local`` device: the plan's order, the per-kind fit, a kernel
+mix scaled by its kinds' factors, and a real calibration on a tiny budget — killed with SIGKILL
+mid-way, resumed, used by ``predict --device local``, reused, and gone for another machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from torch import nn
+
+from infercast import machine as cpu
+from infercast.predictors.devices import device_info, hosts, local
+from tests.helpers import infercast as run_cli
+
+HOST = "epyc-2core/ort-cpu"
+CPUS = Path(__file__).parent / "cpus"
+
+
+def test_the_plan_takes_every_kind_early_and_spreads_each_kinds_shapes() -> None:
+    order = local.plan(HOST)
+    assert len(order) == len(hosts.kernel_networks(HOST)) and order["model"].is_unique
+    assert list(order["kind"][: len(local.KIND_ORDER)]) == list(local.KIND_ORDER)
+    # each kind's first network is its median latency, not its fastest
+    convs = order[order["kind"] == "conv"]["there_ms"]
+    assert convs.iloc[0] == pytest.approx(np.sort(convs)[len(convs) // 2])
+    assert local._spread(7) == [3, 1, 5, 0, 2, 4, 6] and local._spread(0) == []
+
+
+def test_each_kind_gets_its_own_factor_pulled_towards_the_overall_one() -> None:
+    order = local.plan(HOST).head(70)
+    ratio = order["kind"].map({"conv": 2.0, "dwconv": 0.5}).fillna(1.0)
+    measured = pd.DataFrame({"model": order["model"], "here_ms": order["there_ms"] * ratio})
+    fitted = local.fit(measured, HOST, threads=1, seconds=1.0)
+    assert fitted.n == 70 and fitted.factor == pytest.approx(1.0)
+    n_conv = fitted.kinds["conv"]["n"]
+    # the geometric mean of n networks at 2× and PRIOR networks' weight at the overall 1×
+    assert fitted.kinds["conv"]["factor"] == pytest.approx(2 ** (n_conv / (n_conv + local.PRIOR)))
+    assert fitted.kinds["dwconv"]["factor"] < 0.6 and fitted.kinds["pool"]["factor"] == pytest.approx(1.0)
+    # identical ratios within a kind leave no spread to be unsure of
+    assert fitted.kinds["gconv"]["se"] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(Exception, match="no kernel network was measured"):
+        local.fit(measured.head(0), HOST, threads=1, seconds=0.0)
+
+
+def test_a_graph_is_scaled_by_the_factors_of_its_kernel_mix() -> None:
+    import infercast
+
+    kinds = {kind: {"factor": 1.0, "n": 10, "se": 0.0} for kind in local.KIND_ORDER}
+    kinds["conv"] = {"factor": 2.0, "n": 10, "se": 0.05}
+    device = local.LocalDevice(
+        local.Calibration(source=HOST, threads=1, factor=1.0, kinds=kinds, n=70, seconds=60.0)
+    )
+    dense = nn.Sequential(*(nn.Conv2d(64, 64, 3, padding=1) for _ in range(4)))
+    depthwise = nn.Sequential(*(nn.Conv2d(64, 64, 3, padding=1, groups=64) for _ in range(4)))
+    graphs = [infercast.capture(m, input_shape=(1, 64, 56, 56)) for m in (dense, depthwise)]
+    (dense_factor, depthwise_factor), se = device.mix_factors(graphs)
+    assert 1.8 < dense_factor <= 2.0 and 1.0 <= depthwise_factor < 1.2 and se[0] > se[1]
+    local_rows, host_rows = device.predict_graphs(graphs), hosts.load(HOST).predict_graphs(graphs)
+    assert np.allclose(local_rows["latency_ms"], host_rows["latency_ms"] * [dense_factor, depthwise_factor])
+    # the host's interval, never narrower
+    widths = [rows["latency_ms_high"] / rows["latency_ms"] for rows in (local_rows, host_rows)]
+    assert (widths[0] >= widths[1] - 1e-9).all()
+
+
+def _stored(db: Path) -> list[str]:
+    """The config ids of the measurements in ``db``, one per measurement."""
+    if not db.is_file():
+        return []
+    with sqlite3.connect(db) as connection:
+        return [row[0] for row in connection.execute("select config_id from measurements")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_a_calibration_killed_resumed_used_reused_and_gone_on_another_machine(cache, monkeypatch) -> None:
+    import infercast
+
+    folder = local.folder()
+    db, saved = folder / local.STORE_FILE, folder / local.CALIBRATION_FILE
+    command = [sys.executable, "-m", "infercast", "calibrate", "--budget-s", "120", "--json"]
+    with subprocess.Popen(command, env=os.environ, start_new_session=True, stderr=subprocess.DEVNULL) as run:
+        deadline = time.monotonic() + 120
+        while len(_stored(db)) < 2 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        os.killpg(run.pid, signal.SIGKILL)
+    kept = set(_stored(db))
+    assert len(kept) >= 2 and not saved.exists()  # measured rows kept, no half-written calibration
+    store_files = {local.STORE_FILE, f"{local.STORE_FILE}-wal", f"{local.STORE_FILE}-shm"}
+    assert {p.name for p in folder.iterdir()} <= store_files
+    # a rerun resumes: what the killed run stored is not measured again
+    summary = infercast.calibrate(budget_s=1)
+    ids = _stored(db)
+    assert kept <= set(ids) and len(ids) == len(set(ids))  # none measured twice over
+    networks = {config.removesuffix("-again") for config in ids}
+    assert summary["n"] == len(networks) >= len(local.KIND_ORDER) and summary["measured"] >= 1
+    written = json.loads(saved.read_text())
+    assert written["source"] == HOST and written["n"] == summary["n"]
+    model = "space:carb-resnet?depth=8"
+    predicted = infercast.predict(model, device="local")
+    assert predicted["device"] == "local" and predicted["machine_warning"] is None
+    shipped = infercast.predict(model, device=HOST)
+    assert predicted["latency_ms"] / shipped["latency_ms"] == pytest.approx(predicted["calibration_factor"])
+    # reused: a second prediction measures nothing more
+    before = saved.stat().st_mtime_ns
+    shown = run_cli("predict", "--device", "local", model, "--json")
+    assert shown.returncode == 0 and "calibrating it first" not in shown.stderr, shown.stderr
+    assert saved.stat().st_mtime_ns == before and len(_stored(db)) == len(ids)
+    described = run_cli("devices", "show", "local")
+    assert f"recalibrated here per kind of kernel from {summary['n']} kernel networks" in described.stdout
+    # another machine (a recorded Zen 4 replayed) has none of its own
+    monkeypatch.setattr(cpu, "CPUINFO", CPUS / "epyc-9754-zen4.cpuinfo")
+    assert local.folder() != folder and local.load_calibration() is None
+    assert device_info("local").n_train == 0
+    refused = run_cli("calibrate", "--budget-s", "0")
+    assert refused.returncode == 2 and "budget_s=0.0" in refused.stderr
