@@ -1,0 +1,152 @@
+"""Calibration on this machine (issue 46): the host predictor as shipped, times one factor, and
+``infercast calibrate`` after ``--budget-s`` and after ``--more-s`` seconds more, scored on the
+36 real networks of ``benchmarks/real_networks.txt`` measured here (never calibrated on).
+
+    infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-here-a \\
+        --round-s 0.15 --min-rounds 5 --cap-s 4
+    (the same again as real-here-b)
+    .venv/bin/python benchmarks/calibrate.py --db DB --truth real-here-a real-here-b
+
+The truth of a network is its fastest of the runs (this host slows everything at once for
+seconds at a time); the re-measurement noise is the median |second / first − 1|.
+
+The calibration starts from nothing in a temporary cache. Each machine is one row, kept under its
+fingerprint in ``benchmarks/calibrate_machines.json``: a run on another machine adds a row, a
+rerun on the same kind of machine replaces its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchmarks.results import machine, record, stamp
+from scipy.stats import spearmanr
+
+HOST = "epyc-2core/ort-cpu"
+MACHINES = Path(__file__).with_name("calibrate_machines.json")
+
+
+def measured(db: str, campaign: str) -> dict[str, float]:
+    from infercast.store import Store
+
+    with Store(db, readonly=True) as store:
+        frame = store.measurements()
+    frame = frame[frame["campaign"] == campaign].drop_duplicates("model", keep="last")
+    return dict(zip(frame["model"], frame["low_ms"].astype(float), strict=True))
+
+
+def scores(truth: np.ndarray, predicted: np.ndarray, low: np.ndarray, high: np.ndarray) -> dict[str, float]:
+    error = np.abs(predicted / truth - 1)
+    return {
+        "median_error": float(np.median(error)),
+        "within_10": float(np.mean(error <= 0.10)),
+        "spearman": float(spearmanr(truth, predicted).statistic),
+        "coverage": float(np.mean((truth >= low) & (truth <= high))),
+        "half_width": float(np.median((high - low) / 2 / predicted)),
+    }
+
+
+def predicted(models: list[str], device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import infercast
+
+    results = infercast.predict(models, device=device)
+    return tuple(np.array([r[k] for r in results]) for k in ("latency_ms",)) + tuple(
+        np.array([r["latency_ms_interval"][i] for r in results]) for i in (0, 1)
+    )  # type: ignore[return-value]
+
+
+def rows_here(models: list[str], truth: np.ndarray, budgets: tuple[float, float]) -> dict[str, Any]:
+    from infercast.api.calibrating import calibrate
+
+    rows: dict[str, Any] = {}
+    shipped = predicted(models, HOST)
+    rows["as shipped"] = scores(truth, *shipped)
+    spent = 0.0
+    for i, budget in enumerate(budgets):
+        summary = calibrate(budget)
+        spent += summary["seconds"]
+        if i == 0:
+            factor = summary["factor"]
+            rows[f"× one factor (the calibration's median, ×{factor:.3f})"] = scores(
+                truth, *(part * factor for part in shipped)
+            )
+        rows[f"calibrated, {spent:.0f} s, {summary['n']} kernel networks"] = {
+            **scores(truth, *predicted(models, "local")),
+            "kinds": summary["kinds"],
+        }
+    return rows
+
+
+def table(entry: dict[str, Any]) -> list[str]:
+    lines = [
+        f"**{entry['cpu']}** (fingerprint `{entry['key']}`, {entry['date']}; re-measurement noise "
+        f"{entry['noise']:.1%} median)",
+        "",
+        "| route | median error | within ±10 % | Spearman | 90 % cover | median half-width |",
+        "|---|---|---|---|---|---|",
+    ]
+    for route, s in entry["rows"].items():
+        lines.append(
+            f"| {route} | {s['median_error']:.1%} | {s['within_10']:.0%} | {s['spearman']:.3f} | "
+            f"{s['coverage']:.0%} | ±{s['half_width']:.0%} |"
+        )
+    return [*lines, ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="a store with the real networks measured here")
+    parser.add_argument("--truth", nargs="+", default=["real-here-a", "real-here-b"])
+    parser.add_argument("--budget-s", type=float, default=60.0)
+    parser.add_argument("--more-s", type=float, default=240.0)
+    args = parser.parse_args()
+    from infercast.machine import cpu_fingerprint
+
+    started = time.monotonic()
+    runs = [measured(args.db, campaign) for campaign in args.truth]
+    models = sorted(set.intersection(*(set(run) for run in runs)))
+    truth = np.array([min(run[m] for run in runs) for m in models])
+    noise = float(np.median([abs(runs[-1][m] / runs[0][m] - 1) for m in models]))
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["INFERCAST_CACHE"] = cache
+        rows = rows_here(models, truth, (args.budget_s, args.more_s))
+    processor = cpu_fingerprint()
+    described = {k: v for k, v in processor.items() if k != "isa"}
+    features = [f for f, present in processor.get("isa", {}).items() if present]
+    key = hashlib.sha256(json.dumps(processor, sort_keys=True).encode()).hexdigest()[:12]
+    entry = {
+        "key": key,
+        "date": stamp(),
+        "cpu": ", ".join(f"{k} {v}" for k, v in described.items()) + f"; {' '.join(features)}",
+        "noise": noise,
+        "rows": rows,
+    }
+    machines = json.loads(MACHINES.read_text()) if MACHINES.is_file() else {}
+    machines[key] = entry
+    MACHINES.write_text(json.dumps(machines, indent=1) + "\n")
+    lines = [
+        f"## Calibration on each machine ({stamp()})",
+        "",
+        f"`.venv/bin/python benchmarks/calibrate.py --db DB --truth {' '.join(args.truth)} "
+        f"--budget-s {args.budget_s:g} --more-s {args.more_s:g}` ({machine()}; "
+        f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread; 36 pytorchcv networks at "
+        "1×3×224×224 measured on that machine (the fastest run's `low_ms`), never calibrated on; the "
+        "calibration measures the host's one-kernel networks only. One block per machine fingerprint "
+        "(`benchmarks/calibrate_machines.json`).",
+        "",
+    ]
+    for other in machines.values():
+        lines += table(other)
+    record(lines)
+
+
+if __name__ == "__main__":
+    main()
