@@ -58,9 +58,9 @@ def predicted(models: list[str], device: str) -> tuple[np.ndarray, np.ndarray, n
     import infercast
 
     results = infercast.predict(models, device=device)
-    return tuple(np.array([r[k] for r in results]) for k in ("latency_ms",)) + tuple(
-        np.array([r["latency_ms_interval"][i] for r in results]) for i in (0, 1)
-    )  # type: ignore[return-value]
+    latency = np.array([r["latency_ms"] for r in results])
+    low, high = np.array([r["latency_ms_interval"] for r in results]).T
+    return latency, low, high
 
 
 def rows_here(models: list[str], truth: np.ndarray, budgets: tuple[float, float]) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def test_differences_in_words_over_what_both_record() -> None:
     assert found[0] == "CPU family 25 model 160 here, family 23 model 1 there"
     assert found[1].startswith("avx512f, ")
     assert found[1].endswith("more here, not there")
-    assert differences(there=intel, here=zen1)[0] == "a AuthenticAMD CPU here, GenuineIntel there"
+    assert differences(there=intel, here=zen1)[0] == "CPU vendor AuthenticAMD here, GenuineIntel there"
     assert "amx_tile" in " ".join(differences(there=intel, here=zen1))
     # a host recorded before fingerprints held a generation compares on what it has
     partial = device_info(HOST).fingerprint["processor"]

@@ -203,7 +203,7 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
     and caches of another size class. Empty when nothing known differs."""
     found: list[str] = []
     if there.get("vendor") and here.get("vendor") and there["vendor"] != here["vendor"]:
-        found.append(f"a {here['vendor']} CPU here, {there['vendor']} there")
+        found.append(f"CPU vendor {here['vendor']} here, {there['vendor']} there")
     elif _generation(there) and _generation(here) and _generation(there) != _generation(here):
         found.append(f"CPU {_generation(here)} here, {_generation(there)} there")
     isa_there, isa_here = there.get("isa") or {}, here.get("isa") or {}

@@ -71,17 +71,18 @@ def calibrate(
     backend: str = "ort-cpu",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Measure kernel networks here for ``budget_s`` seconds (after those a rerun already holds:
-    a rerun resumes and adds), fit the per-kind factors on all of them and keep the calibration
-    under this machine's fingerprint. Returns its summary: ``source``, ``n``, ``measured`` (this
-    run), ``seconds`` (this run's measuring), ``factor``, ``kinds`` (factor, n, se), ``folder``."""
+    """Measure kernel networks here for ``budget_s`` seconds (after those a rerun with the same
+    ``threads`` already holds: it resumes and adds), fit the per-kind factors on all of them and
+    keep the calibration under this machine's fingerprint (replacing one of other threads).
+    Returns its summary: ``source``, ``n``, ``measured`` (this run), ``seconds`` (this run's
+    measuring), ``factor``, ``kinds`` (factor, n, se), ``folder``."""
     from infercast.measurement import Protocol, backends, platform_of, run_campaign
     from infercast.predictors.devices import local
 
     _checked(budget_s, threads, backend)
     tell = progress or (lambda event, state: None)
     source = local.nearest_host()
-    folder = local.folder(threads)
+    folder = local.folder()
     folder.mkdir(parents=True, exist_ok=True)
     db = str(folder / local.STORE_FILE)
     chosen = backends.get(backend, threads=threads, opt_level="all")
@@ -115,13 +116,13 @@ def calibrate(
         )  # fmt: skip
         state["done"] += (summary["done"] + 1) // 2
     seconds = time.monotonic() - started
-    earlier = local.load_calibration(threads)
+    earlier = local.load_calibration()
     measured = _measured(db, platform_id, local.CAMPAIGN)
     calibration = local.fit(
         measured,
         source,
         threads,
-        seconds + (earlier.seconds if earlier else 0),
+        seconds + (earlier.seconds if earlier and earlier.threads == threads else 0),
     )
     calibration.save(folder / local.CALIBRATION_FILE)
     tell("end", state)

@@ -15,8 +15,10 @@ square root of its weight), weighted as the factors are, at the interval's norma
 
 What a calibration measured lives under ``cache_root()/calibrations/<key>/`` — ``kernels.db``, a
 store a rerun resumes, and ``calibration.json``, written whole once it is fitted — where the key
-is this machine's CPU fingerprint, its ONNX Runtime version and the threads: another machine,
-or an upgraded runtime, has no calibration until it runs one.
+is this machine's CPU fingerprint and its ONNX Runtime version: another machine, or an upgraded
+runtime, has no calibration until it runs one. The calibration is for the threads it was run
+with (``calibrate --threads``, 1 by default); a run with other threads measures anew and
+replaces it, the measurements of each kept in the store.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ NETWORK_KINDS = {
 }
 # an executed kernel's op type → its kind; a type not here takes the machine's overall factor
 KERNEL_KINDS = {
-    **{op: kind for op, kind in NETWORK_KINDS.items() if op in ("conv", "dwconv", "gconv", "linear")},
+    **{op: op for op in ("conv", "dwconv", "gconv", "linear")},
     **dict.fromkeys(("pool_max", "pool_avg", "global_pool"), "pool"),
     **dict.fromkeys(("add", "mul", "act", "bn"), "elementwise"),
     **dict.fromkeys(("concat", "other"), "memory"),
@@ -74,18 +76,9 @@ PRIOR = 2.0
 NORMAL_Q = 1.645
 
 
-def settings(threads: int) -> dict[str, Any]:
-    """The ONNX Runtime settings a calibration measures with (the shipped hosts' but the threads)."""
-    return {"device": "cpu", "opt_level": "all", "threads": threads}
-
-
-def folder(threads: int = 1) -> Path:
-    """Where this machine's calibration for ``threads`` lives (module docstring)."""
-    key = {
-        "processor": cpu_fingerprint(),
-        "onnxruntime": library_version("onnxruntime"),
-        "threads": threads,
-    }
+def folder() -> Path:
+    """Where this machine's calibration lives (module docstring)."""
+    key = {"processor": cpu_fingerprint(), "onnxruntime": library_version("onnxruntime")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "calibrations" / digest
 
@@ -197,9 +190,9 @@ def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float) -> Ca
     )
 
 
-def load_calibration(threads: int = 1) -> Calibration | None:
-    """This machine's calibration for ``threads``, or None where it has none yet."""
-    path = folder(threads) / CALIBRATION_FILE
+def load_calibration() -> Calibration | None:
+    """This machine's calibration, or None where it has none yet."""
+    path = folder() / CALIBRATION_FILE
     return Calibration.load(path) if path.is_file() else None
 
 
@@ -285,8 +278,8 @@ class LocalDevice:
         return scaled
 
 
-def load(threads: int = 1) -> LocalDevice:
-    calibration = load_calibration(threads)
+def load() -> LocalDevice:
+    calibration = load_calibration()
     if calibration is None:
         raise PredictorError("this machine has no calibration yet: run `infercast calibrate`")
     return LocalDevice(calibration)
