@@ -9,6 +9,8 @@ Cost conventions (documented in docs/graph.md):
 
 * MACs are counted for conv / linear / matmul only; FLOPs = 2·MACs for them (bias not counted,
   as in ``torch.utils.flop_counter.FlopCounterMode``).
+* Scaled dot-product attention is one operator (``attention``): MACs of its two matrix products,
+  FLOPs twice those plus a softmax's three per score.
 * Element-wise ops (activations, add, mul, …) cost one FLOP per output element; batchnorm two
   (scale and shift); softmax three (exp, sum, divide); pooling one per window element per output;
   global pooling one per input element. Data movement (concat, pad, transpose, upsample) is free
@@ -141,6 +143,11 @@ _ALIASES: dict[str, str] = {
     "upsamplebilinear": "upsample",
     "softmax": "softmax",
     "logsoftmax": "softmax",
+    # attention as one fused operator (F.scaled_dot_product_attention and its ATen kernels)
+    "scaleddotproductattention": "attention",
+    "scaleddotproductflashattentionforcpu": "attention",
+    "scaleddotproductefficientattention": "attention",
+    "scaleddotproductflashattention": "attention",
     # views and no-ops
     "flatten": "reshape",
     "view": "reshape",
@@ -315,9 +322,22 @@ def macs_of(
     return 0
 
 
+def attention_macs(in_shapes: Sequence[Shape], out_shape: Shape) -> int:
+    """Multiply-accumulates of scaled dot-product attention on query (…, Lq, D), key (…, Lk, D)
+    and value (…, Lk, Dv): the query-key product and the weighted sum of values (the softmax
+    between them is counted as an element-wise op would be, in FLOPs)."""
+    if len(in_shapes) < 2 or len(in_shapes[0]) < 2 or len(in_shapes[1]) < 2 or len(out_shape) < 2:
+        return 0
+    query, key = in_shapes[0], in_shapes[1]
+    return numel(query[:-1]) * key[-2] * query[-1] + numel(out_shape[:-1]) * key[-2] * out_shape[-1]
+
+
 def flops_of(kind: str, macs: int, in_shapes: Sequence[Shape], out_shape: Shape, window: int | None) -> int:
     if kind in CONV_KINDS or kind in MATMUL_KINDS:
         return 2 * macs
+    if kind == "attention":
+        scores = numel(in_shapes[0][:-1]) * in_shapes[1][-2] if len(in_shapes) >= 2 and in_shapes[1] else 0
+        return 2 * macs + 3 * scores
     if kind in ("max_pool", "avg_pool"):
         return numel(out_shape) * (window or 1)
     if kind == "global_pool":

@@ -233,7 +233,11 @@ class GraphBuilder:
             )
             else None
         )
-        macs = ops.macs_of(kind, in_shape, out_shape, weight_shape, reduce_dim)
+        macs = (
+            ops.attention_macs(in_shapes, out_shape)
+            if kind == "attention"
+            else ops.macs_of(kind, in_shape, out_shape, weight_shape, reduce_dim)
+        )
 
         params = 0
         for w in weights:
