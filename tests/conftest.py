@@ -8,6 +8,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -28,6 +29,19 @@ requires_pytorchcv = pytest.mark.skipif(
 
 def pytest_sessionfinish() -> None:
     shutil.rmtree(TEST_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A module's predictors trained on first use go to a cache of their own (the CLI's
+    subprocesses share it)."""
+    before = os.environ.get("INFERCAST_CACHE")
+    os.environ["INFERCAST_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        del os.environ["INFERCAST_CACHE"]
+    else:
+        os.environ["INFERCAST_CACHE"] = before
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from infercast.predictors.devices import (
     hosts,
     list_devices,
     nb201,
+    timm_bench,
     usc,
 )
 from infercast.predictors.devices.common import data_digest
@@ -43,26 +43,18 @@ from .conftest import requires_pytorchcv
 from .helpers import infercast as run_cli
 from .helpers import synthetic_measurement, synthetic_store
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory) -> Iterator[None]:
-    """Predictors trained on first use go to a fresh cache (the CLI's subprocesses share it)."""
-    before = os.environ.get("INFERCAST_CACHE")
-    os.environ["INFERCAST_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if before is None:
-        del os.environ["INFERCAST_CACHE"]
-    else:
-        os.environ["INFERCAST_CACHE"] = before
+pytestmark = pytest.mark.usefixtures("fresh_cache")
 
 
+# what benchmarks/timm_cards.py sets beside each timm setting's predictor
+TIMM_BASELINES = ("log-log [timm GMACs, activations, params, size, batch]", "LightGBM [same]")
 CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
 
 
 def test_every_shipped_setting_is_listed_with_its_card() -> None:
     infos = list_devices()
     names = [i.name for i in infos]
-    assert len(names) == len(set(names)) == 90 + 27 + 1
+    assert len(names) == len(set(names)) == 90 + 27 + 1 + len(timm_bench.SETTINGS)
     assert {
         "pixel4/gpu",
         "s10/1large/int8",
@@ -77,7 +69,11 @@ def test_every_shipped_setting_is_listed_with_its_card() -> None:
         assert 0 <= info.card["within_10pct"] <= 1 and info.card["n"] >= (
             30 if info.name in hosts.names() else 100
         )
-        assert set(info.card["baselines"]) == {"FLOPs-proportional", "log-log [FLOPs, params]"}
+        assert set(info.card["baselines"]) == (
+            set(TIMM_BASELINES)
+            if info.name in timm_bench.SETTINGS
+            else {"FLOPs-proportional", "log-log [FLOPs, params]"}
+        )
     assert device_info("nb201/titan_rtx_32").batch == 32
     assert device_info("s10/1large/int8").dtype == "int8"
 

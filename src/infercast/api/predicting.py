@@ -94,6 +94,12 @@ def _device_adapted_result(name: str, graph: Any, row: pd.Series, reason: str) -
     }
 
 
+def _why_latency_only(info: Any) -> str:
+    """Why a shipped device has no memory or energy: its card says so where its data hold none."""
+    because = info.card.get("latency_only")
+    return f"device {info.name} predicts latency only" + (f": {because}" if because else "")
+
+
 def _latency_only(reason: str) -> dict[str, Any]:
     """The targets a latency-only route lacks, as a full predictor's result names them: code
     written for one result reads the other without a KeyError."""
@@ -215,7 +221,7 @@ def predict_devices(
                     "input_shape": list(shapes[i]),
                     "latency_ms": float(row["latency_ms"]),
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
-                    **_latency_only(f"device {predictor.info.name} predicts latency only"),
+                    **_latency_only(_why_latency_only(predictor.info)),
                     "ood": bool(row["ood"]),
                     "ood_reason": row["ood_reason"] or None,
                     "route": route,

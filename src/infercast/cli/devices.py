@@ -119,7 +119,11 @@ def show(
         table.add_row(f"  {LABELS.get(route, route)}", str(figures["n"]), *_card_cells(figures))
     for baseline, figures in card.get("baselines", {}).items():
         table.add_row(f"  {baseline} baseline", str(figures["n"]), *_card_cells(figures))
+    for networks, split in card.get("splits", {}).items():
+        table.add_row(f"  {networks}", str(split["shipped"]["n"]), *_card_cells(split["shipped"]))
     console.print(table)
+    if card.get("latency_only"):
+        console.print(f"latency only: {card['latency_only']}")
     if card.get("coverage_per_family") is not None:
         console.print(
             f"90 % cover per architecture family (each family once, the level the interval promises): "

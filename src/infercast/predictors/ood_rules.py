@@ -83,7 +83,38 @@ def describe_work(name: str, value: float, low: float, high: float) -> str:
     what = _WORK.get(name)
     if what is None and name.startswith("gflops_conv_kernels_under_"):
         what = f"GFLOP in small convolution kernels (under {name.rsplit('_', 1)[1].upper()} FLOPs each)"
-    return _amount(value, what or name.replace("_", " "), low, high)
+    if what is None and name.startswith("gflops_products_under_"):
+        what = f"GFLOP in small matrix-product kernels (under {name.rsplit('_', 1)[1].upper()} FLOPs each)"
+    return _amount(value, what or _eager_work(name), low, high)
+
+
+def _eager_work(name: str) -> str:
+    """A column of the work per sample as PyTorch runs it eagerly (``devices.eager``), in words."""
+    unit, _, what = name.partition("_")
+    if name in _PER_SAMPLE:
+        return _PER_SAMPLE[name]
+    what = _GROUP_WORDS.get(what, what)
+    if unit == "gflops":
+        return f"GFLOP of {what} operators per sample"
+    if unit == "mb":
+        return f"MB moved by {what} operators per sample"
+    return name.replace("_", " ")
+
+
+_GROUP_WORDS = {
+    "conv": "dense convolution",
+    "dwconv": "depthwise convolution",
+    "gconv": "grouped convolution",
+    "norm": "normalisation",
+    "act": "activation",
+    "elementwise": "element-wise",
+    "memory": "data-movement",
+}
+_PER_SAMPLE = {
+    "kernels_per_sample": "kernel launches per sample",
+    "mb_weights_per_sample": "MB of weights per sample",
+    "steps_per_sample": "steps per sample (1 / batch)",
+}
 
 
 def _amount(value: float, what: str, low: float, high: float) -> str:

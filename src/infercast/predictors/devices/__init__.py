@@ -4,10 +4,11 @@
 their accuracy cards; ``get_device(name)`` returns one, ready to ``predict_graphs``. Each source of
 measurements is one module beside this one (``usc.py``, ``nb201.py``, ``hosts.py``) following the
 ``common.DeviceSource`` protocol (``names()``, ``infos()``, ``load(name)``): a new one is a new
-file and one entry in ``SOURCES``. One whose devices screen design spaces (``screen.device``)
-follows ``common.ScreenableSource`` too (``physical(name)``, its Σ cost × work route, and
-``INPUT_SIDE``); a device whose ``DeviceInfo.space`` names a design space also has
-``predict_features(rows)``, for that space's closed-form features.
+file and one entry in ``SOURCES`` (``timm_bench.py``: desktop GPUs and a laptop CPU). One whose
+devices screen design spaces (``screen.device``) follows ``common.ScreenableSource`` too
+(``physical(name)``, its Σ cost × work route, and ``INPUT_SIDE``); a device whose
+``DeviceInfo.space`` names a design space also has ``predict_features(rows)``, for that space's
+closed-form features.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import difflib
 from functools import cache
 
-from infercast.predictors.devices import hosts, local, nb201, usc
+from infercast.predictors.devices import hosts, local, nb201, timm_bench, usc
 from infercast.predictors.devices.common import DeviceInfo, DevicePredictor, DeviceSource, cards
 from infercast.predictors.errors import PredictorError
 
-SOURCES: tuple[DeviceSource, ...] = (usc, nb201, hosts)
+SOURCES: tuple[DeviceSource, ...] = (usc, nb201, hosts, timm_bench)
 
 
 class UnknownDeviceError(PredictorError):
