@@ -93,6 +93,8 @@ def _eager_work(name: str) -> str:
     unit, _, what = name.partition("_")
     if name in _PER_SAMPLE:
         return _PER_SAMPLE[name]
+    if not what:
+        return name.replace("_", " ")
     what = _GROUP_WORDS.get(what, what)
     if unit == "gflops":
         return f"GFLOP of {what} operators per sample"
