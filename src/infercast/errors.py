@@ -32,6 +32,10 @@ class CaptureError(InfercastError):
     """A model that could not be turned into an operator graph."""
 
 
+class TableImportError(InfercastError):
+    """A table that cannot be imported (``db import``); the message names the column or row."""
+
+
 _OS_ADVICE = {
     errno.ENOSPC: "the disk is full: free space or write elsewhere",
     errno.EDQUOT: "the disk quota is used up: free space or write elsewhere",

@@ -3,10 +3,12 @@ accelerator's profiler — into a store, so ``train`` and ``adapt`` learn from t
 infercast's own campaigns.
 
 The table (CSV or Parquet) has ``model`` (any model string infercast loads) and ``latency_ms``;
-optional ``std_ms`` and ``n`` (runs behind the figure), ``peak_memory_mb``, ``energy_j``; every
-other column is a *setting* of the platform (threads, delegate, precision…): rows that differ in
-one land on different platforms. Each model is captured here (``pretrained=False``) for its
-features. A second import of the same rows stores nothing new.
+optional ``input_shape`` (``256x3x224x224``: the row's input, else the import's), ``std_ms`` and
+``n`` (runs behind the figure), ``peak_memory_mb``, ``energy_j``; every other column is a
+*setting* of the platform (threads, delegate, precision…): rows that differ in one land on
+different platforms. A CSV of timm's ``benchmark.py`` is read as it is (``timm_csv``). Each
+model is captured here (``pretrained=False``, without running it) for its features. A second
+import of the same rows stores nothing new.
 """
 
 from __future__ import annotations
@@ -19,18 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from infercast.errors import InfercastError
+from infercast.api.timm_csv import FORMAT, from_timm, is_timm_table
+from infercast.errors import InfercastError, TableImportError
 from infercast.paths import check_store_file
 from infercast.tables import read_table, to_python
 
 if TYPE_CHECKING:
     from infercast.store import Measurement
 
-KNOWN_COLUMNS = ("model", "latency_ms", "std_ms", "n", "peak_memory_mb", "energy_j")
-
-
-class TableImportError(InfercastError):
-    """A table that cannot be imported; the message names the column or row."""
+KNOWN_COLUMNS = ("model", "latency_ms", "input_shape", "std_ms", "n", "peak_memory_mb", "energy_j")
 
 
 # column → (the least value it may hold, whether that bound is allowed, whether it is a count)
@@ -127,6 +126,8 @@ def read_measurements(path: str | Path) -> pd.DataFrame:
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         raise TableImportError(f"{path}: the column(s) {', '.join(repeated)} appear more than once")
+    if is_timm_table(header):
+        table = from_timm(table, path)
     missing = [c for c in ("model", "latency_ms") if c not in table.columns]
     if missing:
         raise TableImportError(f"{path} lacks the column(s) {', '.join(missing)}: it needs model, latency_ms")
@@ -137,7 +138,23 @@ def read_measurements(path: str | Path) -> pd.DataFrame:
             table[column] = _numbers(table, column, path)
     _check_models(table, path)
     table["model"] = table["model"].astype(str).str.strip()
-    return _check_duplicates(table, path, [c for c in table.columns if c not in KNOWN_COLUMNS])
+    if "input_shape" in table.columns:
+        table["input_shape"] = _shapes(table["input_shape"], path)
+    settings = [c for c in table.columns if c not in KNOWN_COLUMNS]
+    return _check_duplicates(table, path, settings + (["input_shape"] if "input_shape" in table else []))
+
+
+def _shapes(column: pd.Series, path: Path) -> list[tuple[int, ...] | None]:
+    """Each row's input shape, parsed (None where the row leaves it to the import's)."""
+    from infercast.models import parse_input_shape
+
+    shapes = []
+    for row, text in enumerate(column):
+        try:
+            shapes.append(None if pd.isna(text) else parse_input_shape(str(text)))
+        except InfercastError as error:
+            raise TableImportError(f"{path}: input_shape, row {row + 1}: {error}") from None
+    return shapes
 
 
 def _measurement(record: dict[str, Any], config_id: str, source: str) -> Measurement:
@@ -170,6 +187,35 @@ def _measurement(record: dict[str, Any], config_id: str, source: str) -> Measure
     )
 
 
+def _configs(
+    table: pd.DataFrame, timeout_s: float | None, progress: Callable[[int, int], None] | None
+) -> tuple[dict[tuple[str, Any], dict[str, Any]], dict[str, dict[str, str]]]:
+    """The store row of each (model, input shape) of the table, capturing the models of each
+    shape together; and each model that could not be captured, with why (its shape named when
+    the table has several)."""
+    from infercast.measurement import model_configs
+
+    groups: dict[Any, list[str]] = {}
+    for model, shape in zip(table["model"], table["input_shape"], strict=True):
+        groups.setdefault(shape, []).append(model)
+    total = sum(len(set(models)) for models in groups.values())
+    config_of, unusable, done = {}, {}, 0
+    for shape, models in groups.items():
+        names = sorted(set(models))
+
+        def step(finished: int, _: int, before: int = done) -> None:
+            if progress is not None:
+                progress(before + finished, total)
+
+        rows, failed = model_configs(names, shape, timeout_s, step)
+        done += len(names)
+        config_of.update({(row["model"], shape): row for row in rows})
+        for model, failure in failed.items():
+            where = f"{model} at {'x'.join(map(str, shape))}" if shape and len(groups) > 1 else model
+            unusable[where] = failure
+    return config_of, unusable
+
+
 def import_measurements(
     db: str | Path,
     path: str | Path,
@@ -186,7 +232,7 @@ def import_measurements(
     all. Returns the platforms written, the rows stored, those already stored and the models
     that could not be captured (when none could, nothing is imported). ``progress(done, total)``
     follows the capture of the table's distinct models."""
-    from infercast.measurement import model_configs
+    from infercast.models import parse_input_shape
     from infercast.store import Platform, Store
 
     if not device.strip():
@@ -195,25 +241,31 @@ def import_measurements(
     path = Path(path)
     table = read_measurements(path)
     settings_columns = [c for c in table.columns if c not in KNOWN_COLUMNS]
-    rows, unusable = model_configs(sorted(set(table["model"])), input_shape, timeout_s, progress)
-    if not rows:
+    if isinstance(input_shape, str):
+        input_shape = parse_input_shape(input_shape)
+    shapes = table["input_shape"] if "input_shape" in table else pd.Series([None] * len(table))
+    table["input_shape"] = [input_shape if shape is None else shape for shape in shapes]
+    config_of, unusable = _configs(table, timeout_s, progress)
+    if not config_of:
         model, failure = next(iter(unusable.items()))
         raise TableImportError(
             f"{path}: none of its {len(unusable)} model(s) could be loaded, nothing was imported "
             f"(first: {model}: {failure['reason']})"
         )
-    config_of = {row["model"]: row for row in rows}
+    fingerprint = {"device": device, "imported_from": path.name}
+    if is_timm_table(_header(path)):
+        fingerprint["format"] = FORMAT
     campaign = campaign or f"import:{path.name}"
     platforms: dict[str, dict[str, Any]] = {}
     stored = already = 0
     with Store(db) as store, store.transaction():
-        store.add_configs(rows)
+        store.add_configs(list(config_of.values()))
         for record in table.to_dict("records"):
-            config = config_of.get(record["model"])
+            config = config_of.get((record["model"], record["input_shape"]))
             if config is None:
                 continue
             settings = {c: to_python(record[c]) for c in settings_columns if pd.notna(record[c])}
-            platform = Platform(backend, settings, {"device": device, "imported_from": path.name})
+            platform = Platform(backend, settings, fingerprint)
             platform_id = store.add_platform(platform)
             entry = platforms.setdefault(platform_id, {"id": platform_id, "settings": settings, "rows": 0})
             measurement = _measurement(record, config["id"], path.name)
