@@ -111,7 +111,7 @@ def adapt_device(
     recalibrate it (``DeviceAdapted``); scored on the platform's other measurements next to that device
     unadapted; written to ``out`` (``infercast predict --predictor`` takes it)."""
 
-    from infercast.predictors.devices.recalibrated import DeviceAdapted, same_runtime, shipped_sources
+    from infercast.predictors.devices.recalibrated import DeviceAdapted, graph_features
 
     _check_selection(selection, k)
     check_replaceable(check_output_dir(out))
@@ -122,9 +122,10 @@ def adapt_device(
         raise PredictorError(
             f"{db} holds {len(data.x)} measured networks on platform {chosen['id']}; --k {k} needs that many"
         )
-    x, y = _device_features(data), data.y["latency_ms"].to_numpy(dtype=np.float64)
-    hosts = same_runtime(chosen["backend"])
-    sources = shipped_sources(hosts or None)
+    sources, said = _sources_for(chosen)
+    x, per_graph = graph_features(next(iter(sources)), _graphs(data))
+    # a timm setting predicts one sample: it is adapted on the time per sample
+    y = data.y["latency_ms"].to_numpy(dtype=np.float64) / per_graph
     logs = {name: np.log(s.predict(x)["latency_ms"].to_numpy())[:, None] for name, s in sources.items()}
     if selection == "random":
         picked = np.sort(np.random.default_rng(seed).choice(len(x), k, replace=False))
@@ -151,25 +152,40 @@ def adapt_device(
         "k": k,
         "selection": selection,
         "measured_configs": data.models[picked].tolist(),
-        "sources": f"the shipped hosts measured with {chosen['backend']}"
-        if hosts
-        else f"every shipped device ({len(sources)})",
+        "sources": said,
         "n_test": len(rest),
         "test_metrics": {"latency": scores} if scores else {},
         "fit": model.describe(),
     }
 
 
-def _device_features(data: Any) -> Any:
-    """The device features of every measured network, captured at the input it was measured at."""
+def _sources_for(platform: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The shipped devices a platform adapts from, and how to say which: a timm benchmark table
+    from timm's settings of its kind of processor (a GPU from the GPUs, a CPU from the CPU); a
+    runtime a shipped host ran from those hosts; anything else from every phone setting and host."""
+    from infercast.api.timm_csv import FORMAT
+    from infercast.predictors.devices.recalibrated import same_runtime, shipped_sources, timm_sources
+
+    backend = str(platform["backend"]).lower()
+    if platform["fingerprint"].get("format") == FORMAT:
+        processor = "gpu" if "cuda" in backend or "gpu" in backend else "cpu" if "cpu" in backend else None
+        sources = timm_sources(processor)
+        kind = f"{processor.upper()} " if processor else ""
+        return sources, f"timm's {kind}settings ({len(sources)})"
+    hosts = same_runtime(platform["backend"])
+    if hosts:
+        return shipped_sources(hosts), f"the shipped hosts measured with {platform['backend']}"
+    sources = shipped_sources()
+    return sources, f"every shipped device ({len(sources)})"
+
+
+def _graphs(data: Any) -> list[Any]:
+    """Every measured network, captured at the input it was measured at."""
     from infercast.models.capturing import capture_model
-    from infercast.predictors.devices.features import device_feature_frame
 
     shape_columns = ["batch", "in_channels", "in_h", "in_w"]
     shapes = [tuple(int(d) for d in data.x.loc[i, shape_columns]) for i in data.x.index]
-    return device_feature_frame(
-        [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
-    )
+    return [capture_model(str(m), shape)[0] for m, shape in zip(data.models, shapes, strict=True)]
 
 
 def _check_selection(selection: str, k: int) -> None:

@@ -91,6 +91,8 @@ def _device_adapted_result(name: str, graph: Any, row: pd.Series, reason: str) -
         "ood": bool(row["ood"]),
         "ood_reason": row["ood_reason"] or None,
         "interval_note": None,
+        # one route, the recalibrated source: nothing to rank beside it
+        "routes": [],
     }
 
 

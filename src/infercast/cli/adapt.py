@@ -79,9 +79,13 @@ def adapt(
 def _print_device_adapted(summary: dict[str, Any]) -> None:
     fit = summary["fit"]
     runners_up = f" (then {', '.join(fit['nearest'][1:3])})" if len(fit["nearest"]) > 1 else ""
+    if fit.get("kind_factors"):
+        factors = ", ".join(f"{kind} × {factor:.3g}" for kind, factor in fit["kind_factors"].items())
+        how = f"its time per kind of work recalibrated ({factors}: one factor fitted worse, leave-one-out)"
+    else:
+        how = f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}"
     console.print(
-        f"adapted from {fit['source']}, the nearest of {summary['sources']}{runners_up}: "
-        f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}; "
+        f"adapted from {fit['source']}, the nearest of {summary['sources']}{runners_up}: {how}; "
         f"written to {summary['predictor']}",
         highlight=False,
     )

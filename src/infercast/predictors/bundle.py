@@ -92,8 +92,7 @@ class PredictorBundle:
         """The main predictor's predictions of the captured ``graphs`` (one row each, in order),
         and every latency route's, ranked: ``order`` first, then the rest."""
         if self.is_device_adapted:
-            predicted = self.main.predict(device_feature_frame(graphs))
-            return predicted, {}
+            return self.main.predict_graphs(graphs), {}
         platform = self.main.info.platform
         x = feature_frame([featurize(g) for g in graphs], platform.settings)
         predicted = self.main.predict(x)

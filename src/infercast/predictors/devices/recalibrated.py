@@ -7,6 +7,13 @@ leave-one-out error of ``log y = a + w · log p_source`` (``w`` pulled towards 1
 strength is chosen the same way, as ``predictors.adapted`` does for trained predictors). The
 interval is split-conformal on those leave-one-out residuals. Saved as meta.json alone (the
 source's name and the fitted numbers): the source is rebuilt from the shipped tables when loaded.
+
+A source whose work is split into kinds (a timm setting: ``timm_bench.KINDS``, compute, memory
+and launches) may instead be recalibrated per kind: its prediction is Σ cost × work, so each
+kind's part gets its own factor, pulled towards one common factor by a ridge whose strength is
+chosen by leave-one-out — and per kind replaces the one factor only where its leave-one-out
+error is lower. A new GPU speeds matrix products and memory traffic up by different ratios; a
+few measurements say whether that shows.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.files import FileError, read_json
+from infercast.graph import Graph
 from infercast.predictors.artifact import checked_numbers
 from infercast.predictors.base import Predictor, as_frame
 from infercast.predictors.errors import PredictorError
@@ -29,13 +37,18 @@ from infercast.predictors.sources import ALPHAS, fit_log_weights, loo_log_residu
 
 # choosing among ~90 sources with one ridge strength: the strength is refined for the winner only
 _SCREENING_ALPHA = 1.0
+# ridge strengths of the per-kind factors' pull towards one common factor (relative-error units)
+_KIND_ALPHAS = (0.01, 0.1, 1.0, 10.0)
+# fewer measured networks than this leave too little to tell per-kind factors from one
+_KIND_MIN_NETWORKS = 6
 
 
 class DeviceAdapted(Predictor):
     """``fit(X, y)`` on k networks' device features and latencies (ms) picks the nearest of
     ``sources`` (name → fitted ``PhysicalLatency``; by default every shipped Σ cost × work
-    predictor) and recalibrates it; ``predict`` as the shipped predictors (``latency_ms`` with
-    its interval, ``ood``, ``ood_reason``)."""
+    predictor) and recalibrates it — with ``per_kind``, per kind of work where the source has
+    kinds and leave-one-out prefers it; ``predict`` as the shipped predictors (``latency_ms``
+    with its interval, ``ood``, ``ood_reason``)."""
 
     kind: ClassVar[str] = "device-adapted"
     _REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {"source": str, "intercept": (int, float)}
@@ -47,11 +60,19 @@ class DeviceAdapted(Predictor):
         "n_train",
         "nearest",
         "metadata",
+        "kind_factors",
+        "per_kind",
     )
 
-    def __init__(self, sources: Mapping[str, PhysicalLatency] | None = None, coverage: float = 0.9) -> None:
+    def __init__(
+        self,
+        sources: Mapping[str, PhysicalLatency] | None = None,
+        coverage: float = 0.9,
+        per_kind: bool = True,
+    ) -> None:
         self.sources = sources
         self.coverage = coverage
+        self.per_kind = per_kind
 
     # learned in fit (or read by load)
     sources_: dict[str, PhysicalLatency]
@@ -63,6 +84,7 @@ class DeviceAdapted(Predictor):
     loo_error_: dict[str, float]
     n_train_: int
     metadata_: dict[str, Any]
+    kind_factors_: dict[str, float] | None
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "source_")
@@ -94,7 +116,19 @@ class DeviceAdapted(Predictor):
         self.alpha_ = min(errors, key=errors.__getitem__)
         self.intercept_, weights = fit_log_weights(p, z, self.alpha_)
         self.weight_ = float(weights[0])
-        self.interval_q_ = conformal_quantile(loo_log_residuals(p, z, self.alpha_), self.coverage)
+        residuals = loo_log_residuals(p, z, self.alpha_)
+        self.kind_factors_ = None
+        kinds = work_kinds(self.source_)
+        if self.per_kind and kinds and len(y) >= _KIND_MIN_NETWORKS:
+            parts = kind_parts(self.sources_[self.source_], x, kinds)
+            alpha, per_kind = min(
+                ((a, loo_kind_residuals(parts, y, a)) for a in _KIND_ALPHAS),
+                key=lambda pair: float(np.mean(pair[1] ** 2)),
+            )
+            if np.mean(per_kind**2) < np.mean(residuals**2):
+                self.kind_factors_ = dict(zip(kinds, fit_kind_factors(parts, y, alpha).tolist(), strict=True))
+                residuals = per_kind
+        self.interval_q_ = conformal_quantile(residuals, self.coverage)
         self.n_train_ = len(y)
         self.metadata_ = {}
         return self
@@ -106,11 +140,24 @@ class DeviceAdapted(Predictor):
         self.check_fitted()
         model = self.sources_[self.source_]
         x = as_frame(X, model.columns_)
-        return self._recalibrated(model.predict(x))
+        return self._recalibrated(model.predict(x), x)
 
-    def _recalibrated(self, source: pd.DataFrame) -> pd.DataFrame:
+    def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
+        """Each captured network's latency: from the features its source reads, times the batch
+        where the source predicts one sample."""
+        x, per_graph = graph_features(self.source_, graphs)
+        out = self.predict(x).reset_index(drop=True)
+        for column in ("latency_ms", "latency_ms_low", "latency_ms_high"):
+            out[column] = out[column].to_numpy() * per_graph
+        return out
+
+    def _recalibrated(self, source: pd.DataFrame, x: pd.DataFrame) -> pd.DataFrame:
         """The source's predictions, recalibrated; its ``ood`` verdicts as they are."""
-        latency = np.exp(self.intercept_ + self.weight_ * np.log(source["latency_ms"].to_numpy()))
+        if self.kind_factors_ is not None:
+            parts = kind_parts(self.sources_[self.source_], x, tuple(self.kind_factors_))
+            latency = np.clip(parts @ np.array(list(self.kind_factors_.values())), 1e-9, None)
+        else:
+            latency = np.exp(self.intercept_ + self.weight_ * np.log(source["latency_ms"].to_numpy()))
         return pd.DataFrame(
             {
                 "latency_ms": latency,
@@ -131,8 +178,9 @@ class DeviceAdapted(Predictor):
         """The recalibrated predictor's metrics, with the source's unadapted beside them."""
         self.check_fitted()
         model = self.sources_[self.source_]
-        source = model.predict(as_frame(X, model.columns_))
-        truth, predicted = np.asarray(y, dtype=np.float64), self._recalibrated(source)
+        x = as_frame(X, model.columns_)
+        source = model.predict(x)
+        truth, predicted = np.asarray(y, dtype=np.float64), self._recalibrated(source, x)
         scores = regression_metrics(
             truth,
             predicted["latency_ms"].to_numpy(),
@@ -153,10 +201,11 @@ class DeviceAdapted(Predictor):
             "interval_q": self.interval_q_,
             "n_train": self.n_train_,
             "nearest": sorted(self.loo_error_, key=self.loo_error_.__getitem__)[:5],
+            "kind_factors": self.kind_factors_,
         }
 
     def _body(self, folder: Path) -> dict[str, Any]:
-        return {"coverage": self.coverage, **self.describe()}
+        return {"coverage": self.coverage, "per_kind": self.per_kind, **self.describe()}
 
     @classmethod
     def load(cls, folder: str | Path, sources: Mapping[str, PhysicalLatency] | None = None) -> DeviceAdapted:
@@ -181,7 +230,7 @@ class DeviceAdapted(Predictor):
         sources = dict(sources) if sources is not None else shipped_sources({source})
         if source not in sources:
             raise PredictorError(f"{folder}: its source device {source!r} is not shipped with this infercast")
-        model = cls(sources, float(saved["coverage"]))
+        model = cls(sources, float(saved["coverage"]), bool(saved.get("per_kind", True)))
         model.sources_, model.source_ = sources, source
         where = f"{folder / 'meta.json'}"
         intercept, weight, alpha = checked_numbers(
@@ -191,20 +240,89 @@ class DeviceAdapted(Predictor):
         model.interval_q_ = float(checked_numbers(saved["interval_q"], f"{where}: interval_q", lowest=0.0))
         model.n_train_ = int(saved["n_train"])
         model.loo_error_ = {name: float(i) for i, name in enumerate(saved.get("nearest", [source]))}
+        factors = saved.get("kind_factors")
+        model.kind_factors_ = None
+        if factors is not None:
+            values = checked_numbers(list(factors.values()), f"{where}: kind_factors", lowest=0.0)
+            model.kind_factors_ = dict(zip(factors, values.tolist(), strict=True))
         return model
 
 
 def shipped_sources(names: set[str] | None = None) -> dict[str, PhysicalLatency]:
-    """Every shipped Σ cost × work predictor — the phone settings' and the hosts' — or those of
-    ``names``."""
-    from infercast.predictors.devices import hosts, usc
+    """Every shipped Σ cost × work predictor of a network's device features — the phone
+    settings' and the hosts' — or those of ``names``, which may name timm's settings too (they
+    read another work: ``timm_sources``)."""
+    from infercast.predictors.devices import hosts, timm_bench, usc
 
+    modules = (usc, hosts) if names is None else (usc, hosts, timm_bench)
     return {
         name: module.physical(name)
-        for module in (usc, hosts)
+        for module in modules
         for name in module.names()
         if names is None or name in names
     }
+
+
+def timm_sources(processor: str | None = None) -> dict[str, PhysicalLatency]:
+    """timm's settings (``processor``: ``"gpu"`` or ``"cpu"`` for those of that kind alone),
+    whose Σ cost × work reads a network's eager work per sample."""
+    from infercast.predictors.devices import timm_bench
+
+    return {
+        name: timm_bench.physical(name)
+        for name in timm_bench.names()
+        if processor is None or timm_bench.SETTINGS[name].processor == processor
+    }
+
+
+def graph_features(source: str, graphs: list[Graph]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The features ``source`` reads of each graph, and what turns its prediction into the
+    graph's latency: the batch for a timm setting (it predicts one sample), else 1."""
+    from infercast.predictors.devices import timm_bench
+    from infercast.predictors.devices.features import device_feature_frame
+
+    if source in timm_bench.SETTINGS:
+        return timm_bench.graph_features(graphs)
+    return device_feature_frame(graphs), np.ones(len(graphs))
+
+
+def work_kinds(source: str) -> tuple[str, ...]:
+    """The kinds of work ``source``'s costs split into (none: one factor alone)."""
+    from infercast.predictors.devices import timm_bench
+
+    return tuple(dict.fromkeys(timm_bench.KINDS.values())) if source in timm_bench.SETTINGS else ()
+
+
+def kind_parts(model: PhysicalLatency, x: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
+    """Each network's predicted time split by kind of work (n × kinds): Σ cost × work over the
+    columns of each kind."""
+    from infercast.predictors.devices import timm_bench
+
+    timed = x[list(model.columns_)].to_numpy(dtype=np.float64) * model.costs_
+    of = np.array([timm_bench.KINDS[c] for c in model.columns_])
+    return np.column_stack([timed[:, of == kind].sum(axis=1) for kind in kinds])
+
+
+def fit_kind_factors(parts: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    """Non-negative factors of each kind minimising Σ ((parts · f − y) / y)² + alpha ‖f − c‖²,
+    c the one common factor (the geometric mean ratio of measured to predicted)."""
+    from scipy.optimize import nnls
+
+    common = float(np.exp(np.mean(np.log(y / np.clip(parts.sum(axis=1), 1e-12, None)))))
+    n_kinds = parts.shape[1]
+    design = np.vstack([parts / y[:, None], np.sqrt(alpha) * np.eye(n_kinds)])
+    target = np.concatenate([np.ones(len(y)), np.full(n_kinds, np.sqrt(alpha) * common)])
+    factors, _ = nnls(design, target)
+    return factors
+
+
+def loo_kind_residuals(parts: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    out = np.empty(len(y))
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        predicted = parts[i] @ fit_kind_factors(parts[keep], y[keep], alpha)
+        out[i] = np.log(y[i] / max(predicted, 1e-12))
+    return out
 
 
 def same_runtime(backend: str) -> set[str]:

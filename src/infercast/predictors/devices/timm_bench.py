@@ -43,6 +43,7 @@ class Setting:
     layout: str
     compiled: bool
     table: str  # timm's file name, without ``benchmark-infer-`` and ``.csv``
+    processor: str = "gpu"
 
     @property
     def runtime(self) -> str:
@@ -75,7 +76,7 @@ SETTINGS: dict[str, Setting] = {
         _3090, "1.13", _AMP, "NHWC", False, "amp-nhwc-pt113-cu117-rtx3090"
     ),
     "i7-12700h/torch-compile": Setting(
-        _I7, "2.4", _FP32, "NCHW", True, "fp32-nchw-pt240-cpu-i7_12700h-dynamo"
+        _I7, "2.4", _FP32, "NCHW", True, "fp32-nchw-pt240-cpu-i7_12700h-dynamo", "cpu"
     ),
 }
 
@@ -90,6 +91,12 @@ FEATURES: tuple[str, ...] = (
     "steps_per_sample",
 )
 CANDIDATES: tuple[str, ...] = tuple(f"gflops_products_under_{m}m" for m in SMALL_MFLOPS)
+# the kind of work of each column, for a recalibration per kind (``recalibrated``): arithmetic,
+# memory traffic, and what a launch or a step costs whatever its work
+KINDS: dict[str, str] = {
+    column: "compute" if column.startswith("gflops") else "memory" if column.startswith("mb") else "launches"
+    for column in FEATURES + CANDIDATES
+}
 
 
 def family(model: str) -> str:
@@ -117,6 +124,12 @@ def features(work: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
     out["mb_weights_per_sample"] = work["mb_weights"].to_numpy(dtype=np.float64) / batch
     out["steps_per_sample"] = 1.0 / batch
     return out[list(FEATURES + CANDIDATES)]
+
+
+def graph_features(graphs: list[Graph]) -> tuple[pd.DataFrame, np.ndarray]:
+    """``features`` of captured networks, per sample at each one's batch, and the batches."""
+    batch = np.array([max(int(g.input_shape[0]), 1) if g.input_shape else 1 for g in graphs], dtype=float)
+    return features(eager_work_frame(graphs), batch), batch
 
 
 def measured(name: str) -> pd.DataFrame:
@@ -185,8 +198,8 @@ class TimmDevice:
         self.batches = (int(batches.min()), int(batches.max()))
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
-        batch = np.array([max(int(g.input_shape[0]), 1) if g.input_shape else 1 for g in graphs], dtype=float)
-        out = self.model.predict(features(eager_work_frame(graphs), batch)).reset_index(drop=True)
+        x, batch = graph_features(graphs)
+        out = self.model.predict(x).reset_index(drop=True)
         for column in ("latency_ms", "latency_ms_low", "latency_ms_high"):
             out[column] = out[column].to_numpy() * batch
         low, high = self.batches
