@@ -44,8 +44,6 @@ WORK_COLUMNS: tuple[str, ...] = (
     *(f"kernels_{g}" for g in GROUPS),
     *(f"gflops_products_under_{m}m" for m in SMALL_MFLOPS),
     "mb_weights",
-    "mparams",
-    "mb_peak_activations",
 )
 
 
@@ -71,8 +69,6 @@ def eager_work(graph: Graph) -> dict[str, float]:
                 if flops < m * 1e6:
                     values[f"gflops_products_under_{m}m"] += flops / 1e9
     values["mb_weights"] = graph.weight_bytes / 1e6
-    values["mparams"] = graph.params / 1e6
-    values["mb_peak_activations"] = graph.peak_activation_bytes / batch / 1e6
     return {column: float(values[column]) for column in WORK_COLUMNS}
 
 
