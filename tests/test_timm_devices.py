@@ -77,8 +77,8 @@ def test_work_is_per_sample_whatever_the_batch_captured_on_meta_tensors() -> Non
 
 
 def test_every_timm_table_has_a_setting_and_every_setting_a_card() -> None:
-    for setting in timm_bench.SETTINGS.values():
-        assert setting_of(Path(f"benchmark-infer-{setting.table}.csv")) in timm_bench.SETTINGS
+    for name, setting in timm_bench.SETTINGS.items():
+        assert setting_of(Path(f"benchmark-infer-{setting.table}.csv")) == name
     with pytest.raises(ValueError, match="not one of the timm tables"):
         setting_of(Path("benchmark-infer-amp-nchw-pt999-cu999-h100.csv"))
     listed = {i.name: i for i in list_devices()}
