@@ -38,7 +38,10 @@ err_console = Console(stderr=True, width=_width, markup=False)
 _state = {"debug": False}
 T = TypeVar("T")
 
-MODEL_HELP = "pytorchcv:NAME, timm:NAME, torchvision:NAME, path/to/model.onnx or path/to/file.py:factory"
+MODEL_HELP = (
+    "pytorchcv:NAME, timm:NAME, torchvision:NAME, path/to/model.onnx, path/to/model.tflite "
+    "or path/to/file.py:factory"
+)
 
 
 def _print_version(asked: bool) -> None:

@@ -1,6 +1,7 @@
 """Operator graphs: any model → nodes in execution order with shapes and analytic costs.
 
-``capture(model, input_shape)`` takes a ``torch.nn.Module``, an ``onnx.ModelProto`` or anything
+``capture(model, input_shape)`` takes a ``torch.nn.Module``, an ``onnx.ModelProto``, a
+:class:`~infercast.graph.tflite_capture.TfliteModel` or anything
 that carries its own (a :class:`Capturable`, such as ``infercast.models.LoadedModel``) and returns a
 :class:`Graph`. The graph knows nothing of how models are loaded: it asks the object for its target.
 """
@@ -44,15 +45,21 @@ def capture(model: Any, input_shape: tuple[int, ...] | None = None, name: str = 
 
     ``input_shape`` may be omitted for a :class:`Capturable`, which carries its own. PyTorch
     models go through torch.fx (or torch.export where fx tracing fails), ONNX models
-    through ONNX shape inference; ``Graph.capture`` names the path used.
+    through ONNX shape inference, TFLite flatbuffers through their schema; ``Graph.capture``
+    names the path used.
     """
-    import onnx
-    import torch
+    from infercast.graph.tflite_capture import TfliteModel, capture_tflite
 
     if isinstance(model, Capturable):
         input_shape = input_shape or model.input_shape
         name = name or model.name
         model = model.target
+    if isinstance(model, TfliteModel):  # read without PyTorch or ONNX
+        shape = None if input_shape is None else tuple(int(d) for d in input_shape)
+        return capture_tflite(TfliteModel(model.data, name) if name else model, shape)
+    import onnx
+    import torch
+
     if input_shape is None:
         raise ValueError("input_shape is required when capturing a bare module")
     input_shape = tuple(int(d) for d in input_shape)
@@ -65,7 +72,9 @@ def capture(model: Any, input_shape: tuple[int, ...] | None = None, name: str = 
         from infercast.graph.onnx_capture import capture_onnx
 
         return capture_onnx(model, input_shape, name or model.graph.name)
-    raise TypeError(f"cannot capture a {type(model).__name__}: expected torch.nn.Module or onnx.ModelProto")
+    raise TypeError(
+        f"cannot capture a {type(model).__name__}: expected torch.nn.Module, onnx.ModelProto or TfliteModel"
+    )
 
 
 @contextlib.contextmanager

@@ -5,11 +5,13 @@
 ``timm:mobilenetv3_large_100``     a timm model (``pretrained=False``)
 ``torchvision:mobilenet_v2``       a torchvision model (``weights=None``)
 ``path/to/model.onnx``             an ONNX file
+``path/to/model.tflite``           a TensorFlow Lite file (captured, not run: inspect and predict)
 ``path/to/file.py:factory``        a function in a Python file that returns an ``nn.Module``
 ``space:carb-resnet?depth=18&…``   one configuration of a design space (``infercast.space``)
 =================================  ==================================================
 
-A ``torch.nn.Module`` or ``onnx.ModelProto`` object is accepted as is. Nothing downloads weights:
+A ``torch.nn.Module``, ``onnx.ModelProto`` or ``infercast.graph.tflite_capture.TfliteModel`` object is
+accepted as is. Nothing downloads weights:
 costs depend on the architecture, not on trained values.
 """
 
@@ -27,26 +29,32 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
+    from infercast.graph.tflite_capture import TfliteModel
+
 ZOOS = ("pytorchcv", "timm", "torchvision")
 USER_CODE = re.compile(r"^.+\.py:[A-Za-z_]\w*$")  # path/to/file.py:factory
 DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
+_MODEL_FILES = (".onnx", ".tflite")
 
 
 @dataclass
 class LoadedModel:
-    """A model ready to capture or run: exactly one of ``module`` / ``onnx`` is set."""
+    """A model ready to capture or run: exactly one of ``module`` / ``onnx`` / ``tflite`` is set."""
 
     name: str
-    source: str  # "pytorchcv", "timm", "torchvision", "onnx", "python", "space", "module"
+    source: str  # "pytorchcv", "timm", "torchvision", "onnx", "tflite", "python", "space", "module"
     input_shape: tuple[int, ...]
     module: torch.nn.Module | None = None
     onnx: onnx.ModelProto | None = None
     path: str | None = None
+    tflite: TfliteModel | None = None
 
     @property
-    def target(self) -> torch.nn.Module | onnx.ModelProto:
-        """The object to capture or run: the module, else the ONNX model."""
-        return self.module if self.module is not None else self.onnx
+    def target(self) -> torch.nn.Module | onnx.ModelProto | TfliteModel | None:
+        """The object to capture or run: the module, else the ONNX model, else the TFLite model."""
+        if self.module is not None:
+            return self.module
+        return self.onnx if self.onnx is not None else self.tflite
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -99,6 +107,16 @@ def load_model(
 
 
 def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    from infercast.graph.tflite_capture import TfliteModel
+
+    if isinstance(model, str) and model.strip().lower().endswith(".tflite"):
+        from infercast.models import files
+
+        return files.load_tflite_file(model.strip(), input_shape)
+    if isinstance(model, TfliteModel):
+        from infercast.models import files
+
+        return files.tflite_model(model, input_shape)
     import torch
 
     if isinstance(model, torch.nn.Module):
@@ -117,7 +135,8 @@ def _load(model: Any, input_shape: tuple[int, ...] | None) -> LoadedModel:
         return LoadedModel(name, "onnx", input_shape or onnx_input_shape(model, name), onnx=model)
     if not isinstance(model, str) or not model.strip():
         raise ModelLoadError(
-            f"expected a model string, torch.nn.Module or onnx.ModelProto, got {type(model).__name__}"
+            "expected a model string, torch.nn.Module, onnx.ModelProto or TfliteModel, "
+            f"got {type(model).__name__}"
         )
     spec = model.strip()
     prefix, _, rest = spec.partition(":")
@@ -149,7 +168,7 @@ def _unreadable(spec: str) -> ModelLoadError:
     shown = spec if len(spec) <= 120 else spec[:120] + "…"
     return ModelLoadError(
         f"cannot read model string {shown!r}: use pytorchcv:NAME, timm:NAME, torchvision:NAME, "
-        "path/to/model.onnx, path/to/file.py:factory or space:NAME?key=value&..."
+        "path/to/model.onnx, path/to/model.tflite, path/to/file.py:factory or space:NAME?key=value&..."
     )
 
 
@@ -169,13 +188,14 @@ def check_model_string(model: Any) -> None:
         from infercast.models import zoo
 
         zoo.check_name(prefix, rest)
-    elif spec.lower().endswith(".onnx") or USER_CODE.match(spec):
+    elif spec.lower().endswith(_MODEL_FILES) or USER_CODE.match(spec):
         from infercast.paths import check_name_length
 
-        path = Path(spec if spec.lower().endswith(".onnx") else spec.rpartition(":")[0])
+        suffix = spec.lower().rpartition(".")[2]
+        path = Path(spec if suffix in ("onnx", "tflite") else spec.rpartition(":")[0])
         check_name_length(path)
         if not path.is_file():
-            kind = "ONNX" if spec.lower().endswith(".onnx") else "Python"
+            kind = {"onnx": "ONNX", "tflite": "TFLite"}.get(suffix, "Python")
             raise ModelLoadError(f"{kind} file not found: {path}")
     elif spec:
         raise _unreadable(spec)

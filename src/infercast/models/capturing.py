@@ -3,7 +3,7 @@ milliseconds, and a command that finds every model there never imports PyTorch (
 
 Only models whose graph is fixed by what the key names are kept: zoo and design-space strings
 (the string, the input shape and the batch, the versions of PyTorch and of the zoo, and the
-source of infercast's capture code) and ONNX files (their bytes). A ``file.py:factory`` runs code
+source of infercast's capture code) and ONNX and TFLite files (their bytes). A ``file.py:factory`` runs code
 that may change without its file changing, and a module object has no name to key it by: those
 are captured every time. ``INFERCAST_GRAPH_CACHE=0`` turns the cache off.
 
@@ -48,9 +48,16 @@ def capture_model(
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             saved = json.loads(path.read_bytes())
             return graph_from_dict(saved["graph"]), saved["source"]
-    from infercast.models.guarded import capture_model as capture_fresh
+    if isinstance(model, str) and model.strip().lower().endswith(".tflite"):
+        from infercast.graph import capture
+        from infercast.models import load_model
 
-    graph, source = capture_fresh(model, input_shape, batch_size, timeout_s)
+        loaded = load_model(model, input_shape, batch_size)
+        graph, source = capture(loaded), loaded.source
+    else:
+        from infercast.models.guarded import capture_model as capture_fresh
+
+        graph, source = capture_fresh(model, input_shape, batch_size, timeout_s)
     if path is not None:
         write_cached(path, json.dumps({"graph": graph_to_dict(graph), "source": source}))
     return graph, source
@@ -67,6 +74,8 @@ def _cache_path(model: Any, input_shape: tuple[int, ...] | None, batch_size: int
         versions = [_version("torch")]
     elif spec.lower().endswith(".onnx") and Path(spec).is_file():
         versions = [_version("onnx"), _file_digest(Path(spec))]
+    elif spec.lower().endswith(".tflite") and Path(spec).is_file():
+        versions = [_version("tflite"), _file_digest(Path(spec))]
     else:
         return None
     key = json.dumps([spec, input_shape, batch_size, versions, _code_digest()])

@@ -1,4 +1,4 @@
-"""Models from files: an ONNX file, or a factory function in a Python file."""
+"""Models from files: an ONNX file, a TFLite file, or a factory function in a Python file."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from infercast.errors import InputShapeError, ModelLoadError
+from infercast.graph.tflite_capture import TfliteModel
 from infercast.models import LoadedModel
 from infercast.paths import check_name_length
 
@@ -35,6 +34,36 @@ def load_onnx_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedMode
     return LoadedModel(file.name, "onnx", shape, onnx=model, path=str(file))
 
 
+def load_tflite_file(path: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    """A ``.tflite`` flatbuffer, checked to be one and to declare one input; its shapes are fixed,
+    so a given ``input_shape`` must be the one it declares (N×C×H×W)."""
+    file = Path(path)
+    check_name_length(file)
+    if not file.is_file():
+        raise ModelLoadError(f"TFLite file not found: {path}")
+    loaded = tflite_model(TfliteModel(file.read_bytes(), file.name), input_shape)
+    loaded.path = str(file)
+    return loaded
+
+
+def tflite_model(model: TfliteModel, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    """A TFLite model checked to be one the capture reads, at the input it declares."""
+    from infercast.errors import CaptureError
+    from infercast.graph.tflite_capture import fixed_input_shape
+
+    try:
+        declared = fixed_input_shape(model, input_shape)
+    except CaptureError as error:
+        raise ModelLoadError(f"{model.name} is not a TFLite model infercast can read: {error}") from error
+    except InputShapeError:
+        raise
+    except Exception as error:  # a truncated or corrupt flatbuffer fails inside the schema reader
+        raise ModelLoadError(
+            f"{model.name} is not a valid TFLite flatbuffer ({type(error).__name__})"
+        ) from error
+    return LoadedModel(model.name, "tflite", declared, tflite=model)
+
+
 def onnx_input_shape(model: Any, name: str) -> tuple[int, ...]:
     """The input shape an ONNX model declares: a symbolic leading dimension is the batch (1); any
     other symbolic dimension must be given."""
@@ -50,6 +79,8 @@ def onnx_input_shape(model: Any, name: str) -> tuple[int, ...]:
 
 
 def load_python_factory(path: str, factory: str, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    import torch
+
     file = Path(path)
     check_name_length(file)
     if not file.is_file():

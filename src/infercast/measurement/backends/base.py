@@ -14,6 +14,13 @@ class MeasureError(InfercastError):
     """A backend or protocol setting that cannot work here, named with the allowed values."""
 
 
+def tflite_refused(name: str) -> MeasureError:
+    return MeasureError(
+        f"{name} is a TFLite file: infercast reads it to inspect and predict it, but measures with "
+        "ONNX Runtime and PyTorch only; measure the model it was converted from"
+    )
+
+
 class Session(ABC):
     """One prepared model on one backend, with its input already allocated."""
 

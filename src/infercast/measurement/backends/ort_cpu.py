@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from infercast.measurement.backends.base import Backend, MeasureError, Session
+from infercast.measurement.backends.base import Backend, MeasureError, Session, tflite_refused
 from infercast.models import LoadedModel
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")
@@ -21,6 +21,8 @@ def onnx_bytes(model: LoadedModel) -> bytes:
     """The model as ONNX: the file it came from, or an export of its module at its input shape."""
     if model.onnx is not None:
         return model.onnx.SerializeToString()
+    if model.tflite is not None:
+        raise tflite_refused(model.name)
     import torch
 
     module = model.module

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, NoReturn
 
 import torch
 
-from infercast.measurement.backends.base import Backend, Session
+from infercast.measurement.backends.base import Backend, Session, tflite_refused
 from infercast.models import LoadedModel
 
 PROFILER_MEMORY = "torch.profiler running sum of CPU allocation events over one inference (weights excluded)"
@@ -78,6 +78,8 @@ class TorchCpuBackend(Backend):
 def raise_for_onnx(model: LoadedModel) -> NoReturn:
     from infercast.measurement.backends.base import MeasureError
 
+    if model.tflite is not None:
+        raise tflite_refused(model.name)
     raise MeasureError(
         f"{model.name} is an ONNX file; the PyTorch backends need a PyTorch model (use ort-cpu)"
     )
