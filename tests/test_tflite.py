@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import infercast
 from infercast.cli import app
-from infercast.errors import InputShapeError, ModelLoadError
+from infercast.errors import CaptureError, InputShapeError, ModelLoadError
 from infercast.graph import capture
 from infercast.graph.tflite_capture import TfliteModel, capture_tflite
 from tests.tflite_files import Writer
@@ -223,3 +223,11 @@ def test_a_pad_read_by_other_ops_stays_and_an_int8_model_is_sized_in_bytes() -> 
     graph = capture_tflite(TfliteModel(w.finish([x], [y])))
     assert graph.params == 6 * 4 + 6 and graph.weight_bytes == 6 * 4 + 6 * 4
     assert graph.macs == 8 * 8 * 6 * 4
+
+
+def test_a_tensor_no_operator_writes_is_named() -> None:
+    w = Writer()
+    x, stray, out = w.tensor((1, 4, 4, 2)), w.tensor((1, 4, 4, 2), name="state"), w.tensor((1, 4, 4, 2))
+    w.op("ADD", [x, stray], [out], "AddOptions")
+    with pytest.raises(CaptureError, match="reads 'state', which no operator before it writes"):
+        capture_tflite(TfliteModel(w.finish([x], [out])))

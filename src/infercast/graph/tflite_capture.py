@@ -207,6 +207,11 @@ class _Reader:
         merged = next((self.merged_pads[t] for t in inputs if t in self.merged_pads), None)
         inputs = [self.merged_pads[t][0] if t in self.merged_pads else t for t in inputs]
         activations = [self.name(t) for t in inputs if t not in self.constants]
+        unknown = [t for t in activations if t not in builder.tensors]
+        if unknown:  # a variable tensor of a stateful op, or a second graph input
+            raise CaptureError(
+                f"{op} (operator {index}) reads {unknown[0]!r}, which no operator before it writes"
+            )
         weights = self._weights(inputs, op, kind)
         in_shape = builder.tensors[activations[0]].shape if activations else ()
         if kind == "linear" and len(in_shape) > 2:
