@@ -121,6 +121,15 @@ def test_predict_names_why_there_is_no_memory_or_energy() -> None:
     result = infercast.predict(_TinyCnn(), device="rtx3090/torch-amp", input_shape=(512, 3, 64, 64))
     assert result["latency_ms"] > 0 and result["peak_memory_mb"] is None
     assert result["energy_j_reason"].endswith(timm_bench.LATENCY_ONLY)
+    # the input's batch is the step's, not the table's usual one (which --batch-size still overrides)
+    assert result["input_shape"] == [512, 3, 64, 64]
+    half = infercast.predict(_TinyCnn(), device="rtx3090/torch-amp", input_shape=(256, 3, 64, 64))
+    assert half["input_shape"] == [256, 3, 64, 64] and half["latency_ms"] < result["latency_ms"]
+    usual = device_info("rtx3090/torch-amp").batch
+    forced = infercast.predict(
+        _TinyCnn(), device="rtx3090/torch-amp", input_shape=(256, 3, 64, 64), batch_size=usual
+    )
+    assert forced["input_shape"] == [usual, 3, 64, 64]
 
 
 def test_the_shipped_table_is_rebuilt_from_timm_csvs(tmp_path: Path) -> None:

@@ -167,9 +167,10 @@ def predict_devices(
     """Latency of each model on each shipped device (``infercast devices list``): one dict per
     (model, device), models outer, with the 90 % interval, ``ood`` and its reason. A device
     measured at a batch size (NB201's batch-32 GPUs) captures the model at it unless
-    ``batch_size`` is given. Configs of the design space a device learned from its features
-    (NB201 cells on NB201 devices) are not captured: the space's closed form gives the same
-    features without PyTorch."""
+    ``batch_size`` is given; one that predicts a step at any batch (timm's settings) takes the
+    input shape's batch, and its table's usual batch only where no input shape is given. Configs
+    of the design space a device learned from its features (NB201 cells on NB201 devices) are not
+    captured: the space's closed form gives the same features without PyTorch."""
     from infercast.models import check_model_string
     from infercast.models.capturing import capture_model
 
@@ -184,7 +185,7 @@ def predict_devices(
     elsewhere = {info.name: machine_warning(info) for info in infos}
     for warning in filter(None, elsewhere.values()):
         warnings.warn(warning, MachineMismatchWarning, stacklevel=2)
-    batches = [batch_size or (info.batch if info.batch > 1 else None) for info in infos]
+    batches = [batch_size or _device_batch(info, input_shape) for info in infos]
     spaces = {info.space for info in infos}
     space = spaces.pop() if len(spaces) == 1 and input_shape is None else None
     closed_form = _space_features(models, space, batches) if space else None
@@ -237,6 +238,14 @@ def predict_devices(
                 if row.get(other) is not None:
                     results[-1][other] = float(row[other])
     return results
+
+
+def _device_batch(info: DeviceInfo, input_shape: Any) -> int | None:
+    """The batch ``info`` captures a model at (None: the input's): the one it was measured at, but
+    for a device that predicts any batch, only where no input shape is given."""
+    if info.batch <= 1 or (info.any_batch and input_shape is not None):
+        return None
+    return info.batch
 
 
 def _calibrated_first(devices: Sequence[str]) -> None:

@@ -118,7 +118,10 @@ class DeviceInfo:
     source: str
     n_train: int
     accepts: str  # which models it predicts
+    # the batch a model is captured at: the one it was measured at, or with ``any_batch`` only
+    # where the user gives no input shape (it predicts a step at the input's batch)
     batch: int = 1
+    any_batch: bool = False
     trained_on: str = "networks"  # what n_train counts
     # the design space whose configs it predicts from the space's own closed-form features
     # (``predict_features``), without capturing them; None: it reads graphs only

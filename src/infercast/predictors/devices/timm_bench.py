@@ -180,6 +180,7 @@ def _info(name: str) -> DeviceInfo:
         n_train=len(batches),
         accepts="any image model captured at its input size; the time of one step at the input's batch",
         batch=int(batches.mode().iloc[0]) if len(batches) else 1,
+        any_batch=True,
         card=cards().get(name, {}),
     )
 
