@@ -17,6 +17,7 @@ BACKENDS: dict[str, str] = {
     "ort-cpu": "infercast.measurement.backends.ort_cpu:OrtCpuBackend",
     "torch-cpu": "infercast.measurement.backends.torch_cpu:TorchCpuBackend",
     "torch-cuda": "infercast.measurement.backends.torch_cuda:TorchCudaBackend",
+    "torch-cuda-amp": "infercast.measurement.backends.torch_cuda_amp:TorchCudaAmpBackend",
     "ort-cuda": "infercast.measurement.backends.ort_cuda:OrtCudaBackend",
 }
 

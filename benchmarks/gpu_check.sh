@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The check on a real NVIDIA GPU (issue 47, item 5): benchmarks/gpu_check.py, in at most 9 minutes.
+# Needs PyTorch with CUDA, timm and nvidia-ml-py there; whatever else infercast needs (XGBoost,
+# LightGBM, tflite) comes as wheels in .whl/ (installed into /tmp/site, nothing else touched).
+#   bash benchmarks/gpu_check.sh [OUT]      (OUT: $OUT where it is set, else ./gpu-check)
+set -euo pipefail
+out="${1:-${OUT:-gpu-check}}"
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="src:.:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 INFERCAST_CACHE="${INFERCAST_CACHE:-/tmp/infercast-cache}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+mkdir -p "$out"
+timeout 530 python3 benchmarks/gpu_check.py --out "$out" --budget-s 450 2>&1 | tee "$out/run.log"
