@@ -11,7 +11,7 @@ from typing import Any
 
 from infercast.errors import InfercastError
 from infercast.measurement import backends
-from infercast.measurement.backends.base import Backend
+from infercast.measurement.backends.base import Backend, tflite_refused
 from infercast.measurement.campaign import Progress, energy_sensor, platform_of, run_campaign
 from infercast.measurement.engine import Engine, Item
 from infercast.measurement.protocol import Protocol
@@ -45,6 +45,8 @@ def measure_model_strings(
 
     for model in models:  # a model string that cannot load is the request's error, not a failure
         check_model_string(model)
+        if model.strip().lower().endswith(".tflite"):
+            raise tflite_refused(Path(model.strip()).name)
     chosen = backend if isinstance(backend, Backend) else backends.get(backend, **settings)
     results: dict[str, dict[str, Any]] = {}
 
