@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -170,3 +171,30 @@ class _TinyCnn(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x).mean((2, 3)))
+
+
+def test_a_mix_of_work_unlike_every_training_family_is_flagged() -> None:
+    from infercast.predictors.devices.work_mix import WorkMix
+
+    rng = np.random.default_rng(0)
+    kinds = ("conv", "linear", "pool")
+
+    def rows(shares: list[tuple[float, float, float]]) -> pd.DataFrame:
+        table = {}
+        for i, kind in enumerate(kinds):
+            table[f"gflops_{kind}"] = [s[i] for s in shares]
+            table[f"mb_{kind}"] = [s[i] for s in shares]
+        table["gflops_products_under_1m"] = 1.0  # a size bin and the weights are not kinds of work
+        table["mb_weights_per_sample"] = 5.0
+        return pd.DataFrame(table)
+
+    families = {"convs": (0.9, 0.1, 0.0), "mlps": (0.1, 0.9, 0.0), "mixed": (0.5, 0.5, 0.0)}
+    shares = [
+        tuple(np.clip(np.array(m) + rng.normal(0, 0.02, 3), 0, None))
+        for m in families.values()
+        for _ in range(8)
+    ]
+    mix = WorkMix().fit(rows(shares), [f for f in families for _ in range(8)])
+    flagged, why = mix.flag(rows([(0.88, 0.12, 0.0), (0.2, 0.1, 0.7)]))
+    assert flagged.tolist() == [False, True]
+    assert why[0] == "" and why[1].startswith("its mix of work is unlike any network it learned from")

@@ -23,6 +23,7 @@ import pandas as pd
 from infercast.graph import Graph
 from infercast.predictors.devices.common import DeviceInfo, cards, data_file, trained_once
 from infercast.predictors.devices.eager import GROUPS, SMALL_MFLOPS, eager_work_frame
+from infercast.predictors.devices.work_mix import WorkMix
 from infercast.predictors.physical import PhysicalLatency
 from infercast.predictors.routes import PHYSICAL
 
@@ -197,6 +198,8 @@ class TimmDevice:
         self.model = physical(name)
         batches = table()[BATCH_PREFIX + name].dropna()
         self.batches = (int(batches.min()), int(batches.max()))
+        rows = measured(name)
+        self.mix = WorkMix().fit(rows, rows["family"])
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
         x, batch = graph_features(graphs)
@@ -204,12 +207,15 @@ class TimmDevice:
         for column in ("latency_ms", "latency_ms_low", "latency_ms_high"):
             out[column] = out[column].to_numpy() * batch
         low, high = self.batches
+        measured_at = f"batch {low}" if low == high else f"batches {low}–{high}"
+        unlike, why = self.mix.flag(x)
         for i, b in enumerate(batch):
+            notes = [why[i]] if unlike[i] else []
             if not low <= b <= high:
-                measured_at = f"batch {low}" if low == high else f"batches {low}–{high}"
-                note = f"timm's table measured {measured_at}, this is batch {int(b)}"
+                notes.append(f"timm's table measured {measured_at}, this is batch {int(b)}")
+            if notes:
                 reason = out.at[i, "ood_reason"]
-                out.at[i, "ood_reason"] = f"{reason}; {note}" if reason else note
+                out.at[i, "ood_reason"] = "; ".join(([reason] if reason else []) + notes)
                 out.at[i, "ood"] = True
         out["route"] = PHYSICAL
         return out
