@@ -165,11 +165,9 @@ def predict_devices(
     timeout_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Latency of each model on each shipped device (``infercast devices list``): one dict per
-    (model, device), models outer, with the 90 % interval, ``ood`` and its reason. A device
-    measured at a batch size (NB201's batch-32 GPUs) captures the model at it unless
-    ``batch_size`` is given; one that predicts a step at any batch (timm's settings) takes the
-    input shape's batch, and its table's usual batch only where no input shape is given. Configs
-    of the design space a device learned from its features (NB201 cells on NB201 devices) are not
+    (model, device), models outer, with the 90 % interval, ``ood`` and its reason. A model is
+    captured at the batch ``_device_batch`` gives, unless ``batch_size`` is given. Configs of the
+    design space a device learned from its features (NB201 cells on NB201 devices) are not
     captured: the space's closed form gives the same features without PyTorch."""
     from infercast.models import check_model_string
     from infercast.models.capturing import capture_model
@@ -241,8 +239,9 @@ def predict_devices(
 
 
 def _device_batch(info: DeviceInfo, input_shape: Any) -> int | None:
-    """The batch ``info`` captures a model at (None: the input's): the one it was measured at, but
-    for a device that predicts any batch, only where no input shape is given."""
+    """The batch ``info`` captures a model at (None: the input's): the one it was measured at
+    (NB201's batch-32 GPUs); for a device that predicts a step at any batch (timm's settings), the
+    table's usual batch only where no input shape is given."""
     if info.batch <= 1 or (info.any_batch and input_shape is not None):
         return None
     return info.batch
