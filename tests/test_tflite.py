@@ -231,3 +231,19 @@ def test_a_tensor_no_operator_writes_is_named() -> None:
     w.op("ADD", [x, stray], [out], "AddOptions")
     with pytest.raises(CaptureError, match="reads 'state', which no operator before it writes"):
         capture_tflite(TfliteModel(w.finish([x], [out])))
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "tflite").glob("*.tflite")))
+def test_real_converter_output_is_the_graph_of_its_pytorch_source(path: Path) -> None:
+    from_file = capture_tflite(TfliteModel(path.read_bytes(), path.name))
+    from_torch = capture(Converted(), (1, 3, 32, 32))
+    assert _kinds(from_file) == _kinds(from_torch)
+    assert (from_file.macs, from_file.flops, from_file.params) == (
+        from_torch.macs,
+        from_torch.flops,
+        from_torch.params,
+    )
+    assert from_file.peak_activation_bytes == from_torch.peak_activation_bytes
+    assert [n.attrs.get("padding") for n in from_file.nodes if n.kind in ("conv", "dwconv", "gconv")] == [
+        (1, 1, 1, 1), (1, 1, 1, 1), (0, 0, 0, 0), (1, 1, 1, 1)
+    ]  # fmt: skip
