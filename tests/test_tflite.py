@@ -233,7 +233,7 @@ def test_a_tensor_no_operator_writes_is_named() -> None:
         capture_tflite(TfliteModel(w.finish([x], [out])))
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "tflite").glob("*.tflite")))
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "converted_tflite").glob("*.tflite")))
 def test_real_converter_output_is_the_graph_of_its_pytorch_source(path: Path) -> None:
     from_file = capture_tflite(TfliteModel(path.read_bytes(), path.name))
     from_torch = capture(Converted(), (1, 3, 32, 32))
