@@ -96,5 +96,9 @@ def test_the_amp_backend_is_registered_and_says_why_it_cannot_run_here() -> None
         pytest.skip("a GPU is visible: the backend can run")
     with pytest.raises(MeasureError, match="no CUDA GPU is visible"):
         backends.get("torch-cuda-amp")
-    energy = np.array([1.0])
-    assert gpu_check.score(energy, energy * 1.05)["within_10pct"] == 1.0
+
+
+def test_scores_are_relative_errors() -> None:
+    truth = np.array([10.0, 20.0])
+    scores = gpu_check.score(truth, truth * np.array([1.05, 1.2]))
+    assert scores == {"n": 2, "median_abs_error_pct": pytest.approx(12.5), "within_10pct": 0.5}
