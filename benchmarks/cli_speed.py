@@ -26,12 +26,15 @@ from first_prediction import cpu_model
 from results import machine, record, stamp
 
 CLI = str(Path(sys.executable).with_name("infercast"))
+TFLITE = "tests/converted_tflite/converted_fp32.tflite"  # a file a real converter wrote
 SCREEN = "screen --n 1000000 --max-latency-ms 50 --space"
 # (what, arguments, the exit code it must end with, the goal in seconds)
 CASES = (
     ("predict, warm", "predict --device epyc-2core/ort-cpu pytorchcv:resnet18 --json", 0, 2.0),
     ("predict, warm", "predict --device pixel4/gpu timm:mobilenetv3_large_100 --json", 0, 2.0),
     ("predict, warm", "predict --device nb201/pixel3 space:nb201 --json", 0, 2.0),
+    ("predict, warm", f"predict --device pixel4/gpu {TFLITE} --json", 0, 2.0),
+    ("predict, warm", "predict --device rtx4090/torch-amp timm:resnet50 --batch-size 256 --json", 0, 2.0),
     ("typo", "predict --device epyc-2core/ort-cpu pytorchcv:resnt18", 2, 1.0),
     ("typo", "predict --device pixel4/gpu timm:mobilenetv3_larg_100", 2, 1.0),
     ("typo", "inspect torchvision:resnt50", 2, 1.0),

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from infercast.predictors.artifact import checked_numbers, inside_folder
 from infercast.predictors.data import TARGETS
@@ -182,7 +181,10 @@ def matrix(x: pd.DataFrame, names: list[str]) -> np.ndarray:
 
 def blend_weights(oof: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative weights summing to 1 that best combine the out-of-fold predictions: least
-    squares under both constraints, the sum held by one heavily weighted extra equation."""
+    squares under both constraints, the sum held by one heavily weighted extra equation. SciPy's
+    optimiser loads here, at fit time: a prediction does without it."""
+    from scipy.optimize import nnls
+
     heavy = 1e3 * max(1.0, float(np.abs(y).max())) * math.sqrt(len(y))
     weights, _ = nnls(np.vstack([oof, np.full(oof.shape[1], heavy)]), np.append(y, heavy))
     total = weights.sum()
