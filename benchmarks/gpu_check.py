@@ -148,6 +148,7 @@ def summary(report: dict[str, Any]) -> list[str]:
         f"`bash benchmarks/gpu_check.sh` ({report['torch']}, timm {report['timm']}): "
         f"{report['n_timed']} timm CNNs at batch {report['batch']}, 224², fp16 autocast"
         + (f"; left out for time: {', '.join(report['left_out'])}" if report["left_out"] else "")
+        + (f"; failed: {', '.join(report['failed'])}" if report["failed"] else "")
         + ".",
         "",
         f"- infercast's protocol / timm's method, per model: median {methods['median_ratio']:.3f}, "
@@ -182,14 +183,15 @@ def run(out: Path, n: int, batch: int, k: int, budget_s: float, device: str) -> 
     out.mkdir(parents=True, exist_ok=True)
     models = pick_models(n)
     times: dict[str, float] = {}
+    failed: dict[str, str] = {}
     for name in models:
         if time.monotonic() - start > 0.4 * budget_s:
             break
         try:
             times[name] = timm_step_ms(name, batch, 224)
         except Exception as error:  # a model this timm cannot build or this GPU cannot hold
-            print(f"{name}: timm method failed: {type(error).__name__}: {error}", flush=True)
-        print(f"{name}: {times.get(name, math.nan):.1f} ms per step (timm's method)", flush=True)
+            failed[name] = f"{type(error).__name__}: {error}"
+        print(f"{name}: {failed.get(name) or f'{times[name]:.1f} ms per step'} (timm's method)", flush=True)
     left = 0.85 * budget_s - (time.monotonic() - start)
     results = protocol_results(list(times), batch, 224, out / "measured.db", left)
     ours = {r["model"].removeprefix("timm:"): r.get("low_ms") for r in results}
@@ -201,7 +203,8 @@ def run(out: Path, n: int, batch: int, k: int, budget_s: float, device: str) -> 
         "timm": timm.__version__,
         "batch": batch,
         "n_timed": len(times),
-        "left_out": [m for m in models if m not in times],
+        "failed": failed,
+        "left_out": [m for m in models if m not in times and m not in failed],
         "timm_method_ms": times,
         "protocol_low_ms": ours,
         "methods": {

@@ -36,8 +36,8 @@ def test_a_run_without_the_gpu_parts_imports_adapts_and_scores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The whole run with its two GPU timings replaced: a GPU 1.3× slower than the 4090 on every
-    model (infercast's protocol reading 2 % above timm's method). Adapted from five, the other
-    three are predicted better than by the 4090 unadapted, 23 % fast."""
+    model (infercast's protocol reading 2 % above timm's method), one model it cannot build.
+    Adapted from five, the other three are predicted better than by the 4090 unadapted, 23 % fast."""
     import torch
 
     from infercast.compat import import_torchvision
@@ -45,13 +45,14 @@ def test_a_run_without_the_gpu_parts_imports_adapts_and_scores(
     import_torchvision()
     rows = timm_bench.measured(gpu_check.SOURCE)
     rows = rows[rows["side"] == 224].set_index("model")
-    step = {m: 1.3 * float(rows.at[m, "ms_per_sample"]) * 256 for m in gpu_check.pick_models(8)}
-    monkeypatch.setattr(gpu_check, "timm_step_ms", lambda name, batch, side: step[name])
+    *timed, unbuilt = gpu_check.pick_models(9)
+    step = {m: 1.3 * float(rows.at[m, "ms_per_sample"]) * 256 for m in timed}
+    monkeypatch.setattr(gpu_check, "timm_step_ms", lambda name, batch, side: step[name])  # KeyError: unbuilt
     measured = [{"model": f"timm:{m}", "low_ms": 1.02 * t, "energy_j": 60.0} for m, t in step.items()]
     monkeypatch.setattr(gpu_check, "protocol_results", lambda *args: measured)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "a test GPU")
-    report = gpu_check.run(tmp_path, 8, 256, 5, 480.0, "slower-gpu/torch-amp")
-    assert report["n_timed"] == 8 and not report["left_out"]
+    report = gpu_check.run(tmp_path, 9, 256, 5, 480.0, "slower-gpu/torch-amp")
+    assert report["n_timed"] == 8 and not report["left_out"] and list(report["failed"]) == [unbuilt]
     assert report["methods"]["median_ratio"] == pytest.approx(1.02)
     scores = report["adaptation"]
     assert len(scores["measured_configs"]) == 5 and scores["adapted"]["n"] == 3
@@ -71,6 +72,7 @@ def test_its_summary_says_what_was_measured() -> None:
         "batch": 256,
         "n_timed": 38,
         "left_out": ["a", "b"],
+        "failed": {"c": "RuntimeError: out of memory"},
         "methods": {"median_ratio": 0.98, "within_5pct": 0.9},
         "energy": gpu_check._energy_line(
             [{"model": "timm:x", "energy_j": None, "energy_reason": "no counter"}]
@@ -83,7 +85,7 @@ def test_its_summary_says_what_was_measured() -> None:
         },
     }
     text = "\n".join(gpu_check.summary(report))
-    assert "38 timm CNNs at batch 256" in text and "left out for time: a, b" in text
+    assert "38 timm CNNs at batch 256" in text and "left out for time: a, b; failed: c" in text
     assert "NVML energy per inference: none (no counter)" in text
     assert "median |error| 4.2 %, 80% within ±10 %" in text
 

@@ -351,6 +351,6 @@ def _attrs(
         ]
         padding = (total[0] // 2, total[1] // 2, total[0] - total[0] // 2, total[1] - total[1] // 2)
     attrs: dict[str, Any] = {"kernel": kernel, "stride": stride, "padding": padding}
-    if op != "MAX_POOL_2D" and op != "AVERAGE_POOL_2D":
+    if op not in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         attrs["dilation"] = dilation
     return attrs
