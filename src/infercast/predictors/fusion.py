@@ -129,6 +129,11 @@ def kernel_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.DataFr
     return pd.DataFrame(rows, columns=KERNEL_TABLE_COLUMNS)
 
 
+def kernels_of(graph: Graph, rules: FusionRules) -> dict[int, int]:
+    """Each executed op's kernel: the index of the op heading it (aliases left out)."""
+    return _kernels(graph, [n for n in graph.nodes if not n.is_alias], rules)[0]
+
+
 def _kernels(graph: Graph, nodes: list[Any], rules: FusionRules) -> tuple[dict[int, int], set[int]]:
     """Each op's kernel (the index of the op that heads it) and the BatchNorms folded into the
     weights, which keep no work of their own."""
