@@ -40,7 +40,7 @@ def test_each_kind_gets_its_own_factor_pulled_towards_the_overall_one() -> None:
     order = local.plan(HOST).head(70)
     ratio = order["kind"].map({"conv": 2.0, "dwconv": 0.5}).fillna(1.0)
     measured = pd.DataFrame({"model": order["model"], "here_ms": order["there_ms"] * ratio})
-    fitted = local.fit(measured, HOST, threads=1, seconds=1.0)
+    fitted = local.fit(measured, HOST, threads=1, seconds=1.0, nchwc_block=8)
     assert fitted.n == 70 and fitted.factor == pytest.approx(1.0)
     n_conv = fitted.kinds["conv"]["n"]
     # the geometric mean of n networks at 2× and PRIOR networks' weight at the overall 1×
@@ -49,7 +49,7 @@ def test_each_kind_gets_its_own_factor_pulled_towards_the_overall_one() -> None:
     # identical ratios within a kind leave no spread to be unsure of
     assert fitted.kinds["gconv"]["se"] == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(Exception, match="no kernel network was measured"):
-        local.fit(measured.head(0), HOST, threads=1, seconds=0.0)
+        local.fit(measured.head(0), HOST, threads=1, seconds=0.0, nchwc_block=8)
 
 
 def test_a_graph_is_scaled_by_the_factors_of_its_kernel_mix() -> None:
@@ -58,7 +58,7 @@ def test_a_graph_is_scaled_by_the_factors_of_its_kernel_mix() -> None:
     kinds = {kind: {"factor": 1.0, "n": 10, "se": 0.0} for kind in local.KIND_ORDER}
     kinds["conv"] = {"factor": 2.0, "n": 10, "se": 0.05}
     device = local.LocalDevice(
-        local.Calibration(source=HOST, threads=1, factor=1.0, kinds=kinds, n=70, seconds=60.0)
+        local.Calibration(source=HOST, threads=1, factor=1.0, kinds=kinds, n=70, seconds=60.0, nchwc_block=8)
     )
     dense = nn.Sequential(*(nn.Conv2d(64, 64, 3, padding=1) for _ in range(4)))
     depthwise = nn.Sequential(*(nn.Conv2d(64, 64, 3, padding=1, groups=64) for _ in range(4)))
@@ -70,6 +70,9 @@ def test_a_graph_is_scaled_by_the_factors_of_its_kernel_mix() -> None:
     # the host's interval, never narrower
     widths = [rows["latency_ms_high"] / rows["latency_ms"] for rows in (local_rows, host_rows)]
     assert (widths[0] >= widths[1] - 1e-9).all()
+    # peak memory beside: four 64-channel 3×3 convolutions' weights (147 KB each) and more
+    memory = local_rows[["peak_memory_mb_low", "peak_memory_mb", "peak_memory_mb_high"]].to_numpy()
+    assert (np.diff(memory, axis=1) >= 0).all() and (memory[:, 1] > 4 * 64 * 64 * 9 * 4 / 2**20).all()
 
 
 def _stored(db: Path) -> list[str]:
@@ -114,6 +117,9 @@ def test_a_calibration_killed_resumed_used_reused_and_gone_on_another_machine(ca
     assert predicted["device"] == "local" and predicted["machine_warning"] is None
     shipped = infercast.predict(model, device=HOST)
     assert predicted["latency_ms"] / shipped["latency_ms"] == pytest.approx(predicted["calibration_factor"])
+    low, high = predicted["peak_memory_mb_interval"]
+    assert low <= predicted["peak_memory_mb"] <= high and predicted["energy_j"] is None
+    assert shipped["peak_memory_mb"] is None and "latency only" in shipped["peak_memory_mb_reason"]
     # reused: a second prediction measures nothing more
     before = saved.stat().st_mtime_ns
     shown = run_cli("predict", "--device", "local", model, "--json")

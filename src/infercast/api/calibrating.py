@@ -123,6 +123,7 @@ def calibrate(
         source,
         threads,
         seconds + (earlier.seconds if earlier and earlier.threads == threads else 0),
+        nchwc_block=int(chosen.machine_facts().get("nchwc_block", 0)),
     )
     calibration.save(folder / local.CALIBRATION_FILE)
     tell("end", state)

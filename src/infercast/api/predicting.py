@@ -102,6 +102,19 @@ def _why_latency_only(info: Any) -> str:
     return f"device {info.name} predicts latency only" + (f": {because}" if because else "")
 
 
+def _beside_latency(row: dict[str, Any], info: Any) -> dict[str, Any]:
+    """A shipped device's peak memory where it predicts one (with its interval), and why not
+    energy; neither, with the reason, where it predicts latency only."""
+    if row.get("peak_memory_mb") is None:
+        return _latency_only(_why_latency_only(info))
+    return {
+        "peak_memory_mb": float(row["peak_memory_mb"]),
+        "peak_memory_mb_interval": [float(row["peak_memory_mb_low"]), float(row["peak_memory_mb_high"])],
+        "energy_j": None,
+        "energy_j_reason": f"device {info.name} predicts latency and peak memory: it has no energy model",
+    }
+
+
 def _latency_only(reason: str) -> dict[str, Any]:
     """The targets a latency-only route lacks, as a full predictor's result names them: code
     written for one result reads the other without a KeyError."""
@@ -222,7 +235,7 @@ def predict_devices(
                     "input_shape": list(shapes[i]),
                     "latency_ms": float(row["latency_ms"]),
                     "latency_ms_interval": [float(row["latency_ms_low"]), float(row["latency_ms_high"])],
-                    **_latency_only(_why_latency_only(predictor.info)),
+                    **_beside_latency(row, predictor.info),
                     "ood": bool(row["ood"]),
                     "ood_reason": row["ood_reason"] or None,
                     "route": route,

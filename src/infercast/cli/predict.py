@@ -113,6 +113,7 @@ def _device_table(results: list[dict[str, Any]], devices: list[str]) -> None:
             ),
         )
     console.print(table)
+    _memory_table(results)
     for r in results:
         if r["ood"]:
             console.print(f"* {r['model']} on {r['device']}: {r['ood_reason']}", highlight=False)
@@ -124,6 +125,23 @@ def _device_table(results: list[dict[str, Any]], devices: list[str]) -> None:
                 f"{card['median_abs_error_pct']:.1f} % (scored on: {card['protocol']})",
                 highlight=False,
             )
+
+
+def _memory_table(results: list[dict[str, Any]]) -> None:
+    """Peak memory, for the devices that predict it (models down, devices across)."""
+    devices = list(dict.fromkeys(r["device"] for r in results if r.get("peak_memory_mb") is not None))
+    if not devices:
+        return
+    table = Table(title="predicted peak memory, MB (90 % interval)")
+    table.add_column("model")
+    for name in devices:
+        table.add_column(name, justify="right")
+    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        by_model.setdefault(r["model"], {})[r["device"]] = r
+    for model, rows in by_model.items():
+        table.add_row(model, *(_with_interval(rows[name], "peak_memory_mb") for name in devices))
+    console.print(table)
 
 
 def _with_interval(result: dict[str, Any], key: str) -> str:

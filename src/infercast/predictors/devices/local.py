@@ -36,13 +36,15 @@ from infercast.graph import Graph
 from infercast.machine import cpu_fingerprint, differences_here, library_version
 from infercast.paths import cache_root
 from infercast.predictors.devices import hosts
-from infercast.predictors.devices.common import DeviceInfo
+from infercast.predictors.devices.common import DeviceInfo, data_file
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.fusion import kernel_table, rules_for
+from infercast.predictors.host_memory import HostMemory, memory_features
 
 NAME = "local"
 CALIBRATION_FILE = "calibration.json"
 STORE_FILE = "kernels.db"
+MEMORY_FILE = "ort_cpu_memory.json"
 CAMPAIGN = "calibration"
 # a kernel network's op → the kind of kernel whose speed it measures
 NETWORK_KINDS = {
@@ -130,6 +132,8 @@ class Calibration:
     kinds: dict[str, dict[str, float]]  # kind → factor, n (networks measured), se (of its log)
     n: int
     seconds: float
+    # the channel block of ONNX Runtime's blocked layout here, which decides its tensors' sizes
+    nchwc_block: int
     processor: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
@@ -148,6 +152,7 @@ class Calibration:
             calibration = cls(**saved)
             for figures in calibration.kinds.values():
                 float(figures["factor"]), float(figures["se"]), int(figures["n"])
+            int(calibration.nchwc_block)
         except (FileError, TypeError, KeyError, ValueError, AttributeError):
             return None
         return calibration
@@ -160,7 +165,7 @@ class Calibration:
         return self.kinds[kind]["se"] if kind in self.kinds else max(k["se"] for k in self.kinds.values())
 
 
-def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float) -> Calibration:
+def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float, nchwc_block: int) -> Calibration:
     """The kind factors from kernel networks measured here (``model``, ``here_ms``) against the
     latencies of host ``source`` (module docstring)."""
     rows = plan(source).merge(measured[["model", "here_ms"]], on="model")
@@ -186,6 +191,7 @@ def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float) -> Ca
         kinds=kinds,
         n=len(rows),
         seconds=seconds,
+        nchwc_block=nchwc_block,
         processor=cpu_fingerprint(),
     )
 
@@ -210,6 +216,10 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
             f"networks measured in {calibration.seconds:.0f} s "
             f"(overall ×{calibration.factor:.2f}; {per_kind})"
         )
+    facts += (
+        "; peak memory from the graph: ONNX Runtime's weights and arena worked out, the rest fitted on "
+        f"{load_memory_model().n_train_} networks measured on one machine"
+    )
     runtime = library_version("onnxruntime") or "?"
     threads = calibration.threads if calibration else 1
     return DeviceInfo(
@@ -235,6 +245,7 @@ class LocalDevice:
         self.calibration = calibration
         self.info = info(calibration)
         self.host = hosts.load(calibration.source)
+        self.memory = load_memory_model()
 
     def mix_factors(self, graphs: list[Graph]) -> tuple[np.ndarray, np.ndarray]:
         """Per graph: Σ kind factor · predicted kernel time / Σ predicted kernel time, and the
@@ -275,7 +286,13 @@ class LocalDevice:
         for route in ("model_level_ms", "opwise_ms", "physical_ms"):
             if route in scaled:
                 scaled[route] = scaled[route].to_numpy() * factor
-        return scaled
+        memory = self.memory.predict(memory_features(graphs, self.calibration.nchwc_block))
+        return pd.concat([scaled.reset_index(drop=True), memory], axis=1)
+
+
+def load_memory_model() -> HostMemory:
+    """The shipped peak-memory model of ONNX Runtime CPU sessions (``predictors.host_memory``)."""
+    return HostMemory.from_json(data_file(MEMORY_FILE).read_text())
 
 
 def load() -> LocalDevice:
