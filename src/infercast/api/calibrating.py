@@ -87,7 +87,8 @@ def calibrate(
     db = str(folder / local.STORE_FILE)
     chosen = backends.get(backend, threads=threads, opt_level="all")
     platform_id = platform_of(chosen).id
-    order = local.plan(source)["model"].tolist()
+    block = int(chosen.machine_facts().get("nchwc_block", 0))
+    order = local.plan(source, block)["model"].tolist()
     done = (
         set(_measured(db, platform_id, local.CAMPAIGN)["model"])
         if (folder / local.STORE_FILE).is_file()
@@ -123,7 +124,7 @@ def calibrate(
         source,
         threads,
         seconds + (earlier.seconds if earlier and earlier.threads == threads else 0),
-        nchwc_block=int(chosen.machine_facts().get("nchwc_block", 0)),
+        nchwc_block=block,
     )
     calibration.save(folder / local.CALIBRATION_FILE)
     tell("end", state)

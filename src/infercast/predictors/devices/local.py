@@ -4,14 +4,21 @@ short campaign of one-kernel networks measured here (``infercast calibrate``).
 One factor cannot carry a host predictor to another CPU: a machine with other vector units speeds
 dense convolutions up by one ratio and grouped convolutions, shuffles and element-wise kernels by
 others (issue 46). So calibration measures the host's own kernel networks here — the ones it
-shipped with their latencies there — most informative first: every kind of kernel early, each
-kind's shapes spread over its range. Each kind's factor is the geometric mean of its networks'
-here / there ratios, pulled towards the machine's overall (median) ratio by ``PRIOR`` networks'
+shipped with their latencies there — most informative first: every kind of kernel early, four
+dense convolutions a round (they carry most of a CNN's time, and their factor's error goes into
+every prediction), each kind's shapes spread over its range. A convolution that ONNX Runtime lays
+out otherwise here than there (a grouped convolution whose groups fill a block of 8 channels but
+not one of 16 runs plain on an AVX-512 machine, several times slower per FLOP) is a kind of its
+own (``layout_class``). Each kind's factor is the geometric mean of its networks' here / there
+ratios weighted by their time there, as a network's time weighs its kernels (a tiny network's
+time is mostly fixed cost, and its ratio says little of a large kernel's), pulled towards the
+machine's overall (median) ratio — a layout class towards its kind's — by ``PRIOR`` networks'
 weight, so a kind measured once moves little. A prediction is the host's, times the factor of
 its kernels' mix: Σ factor(kind) · predicted kernel time / Σ predicted kernel time, from the
 host's op-wise kernel regressors. Its interval is the host's, widened by how uncertain the mix
-factor is: each kind factor's standard error (the spread of its networks' log ratios over the
-square root of its weight), weighted as the factors are, at the interval's normal quantile.
+factor is: each kind factor's standard error (the weighted spread of its networks' log ratios
+over the square root of their effective number and the prior's weight), weighted as the factors
+are, at the interval's normal quantile.
 
 What a calibration measured lives under ``cache_root()/calibrations/<key>/`` — ``kernels.db``, a
 store a rerun resumes, and ``calibration.json``, written whole once it is fitted — where the key
@@ -38,7 +45,7 @@ from infercast.paths import cache_root
 from infercast.predictors.devices import hosts
 from infercast.predictors.devices.common import DeviceInfo, data_file
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.fusion import kernel_table, rules_for
+from infercast.predictors.fusion import kernel_table, ort_blocks, rules_for
 from infercast.predictors.host_memory import HostMemory, memory_features
 
 NAME = "local"
@@ -72,6 +79,11 @@ KERNEL_KINDS = {
 }
 # dense convolutions carry most of a CNN's time: their kind leads every round of the plan
 KIND_ORDER = ("conv", "dwconv", "gconv", "elementwise", "memory", "pool", "linear")
+# networks of a kind per round of the plan, where not one: dense convolutions carry nine tenths of
+# the real networks' predicted kernel time, and their factor's error goes into every prediction
+SLOTS = {"conv": 4}
+# the kinds whose layout (blocked or plain) may differ between two machines
+CONV_CLASSES = frozenset({"conv", "dwconv", "gconv"})
 # how many networks' weight the overall ratio has in each kind's factor
 PRIOR = 2.0
 # the two-sided 90 % quantile of a normal: a factor's error is an average of many networks'
@@ -105,20 +117,55 @@ def _spread(count: int) -> list[int]:
     return order
 
 
-def plan(source: str) -> pd.DataFrame:
-    """The kernel networks of host ``source`` in the order a calibration measures them, with
-    ``kind`` and ``there_ms`` (their latency on that host): a round takes one network of each
-    kind, each kind's networks spread over their latencies."""
+def layout_class(kind: str, c_in: int, c_out: int, groups: int, there: int, here: int) -> str:
+    """A kernel's kind, or for a convolution that ONNX Runtime lays out otherwise here than on
+    the host (one machine's channel block ``here``, the other's ``there``), the kind and the
+    layout it moves to: a grouped convolution blocked there may run plain here, several times
+    slower per FLOP, which no factor of its kind carries."""
+    if kind not in CONV_CLASSES:
+        return kind
+    blocked = [bool(block) and ort_blocks(c_in, c_out, groups, block) for block in (there, here)]
+    return kind if blocked[0] == blocked[1] else f"{kind}→{'blocked' if blocked[1] else 'plain'}"
+
+
+def plan(source: str, nchwc_block: int) -> pd.DataFrame:
+    """The kernel networks of host ``source`` in the order a calibration on a machine of channel
+    block ``nchwc_block`` measures them, with ``kind`` (``layout_class``) and ``there_ms`` (their
+    latency on that host): a round takes one network of each kind, each kind's networks spread
+    over their latencies."""
     networks = hosts.kernel_networks(source)[["model", "latency_ms"]].rename(
         columns={"latency_ms": "there_ms"}
     )
-    ops = networks["model"].str.extract(r"[?&]op=([a-z_]+)")[0]
-    networks = networks.assign(kind=ops.map(NETWORK_KINDS)).dropna(subset=["kind"])
+    params = (
+        networks["model"]
+        .str.extract(r"[?&]op=(?P<op>[a-z_]+)")
+        .join(
+            networks["model"].str.extract(
+                r"[?&]cin=(?P<cin>\d+).*?[?&]cout=(?P<cout>\d+).*?[?&]groups=(?P<groups>\d+)"
+            )
+        )
+    )
+    there = int(hosts.hosts()[source].get("nchwc_block") or 0)
+    kinds = [
+        layout_class(NETWORK_KINDS[op], int(c_in), int(c_out), int(groups), there, nchwc_block)
+        if op in NETWORK_KINDS and pd.notna(c_in) else NETWORK_KINDS.get(op)
+        for op, c_in, c_out, groups in params[["op", "cin", "cout", "groups"]].itertuples(index=False)
+    ]  # fmt: skip
+    networks = networks.assign(kind=kinds).dropna(subset=["kind"])
     queues = []
-    for kind in KIND_ORDER:
+    classes = sorted(set(networks["kind"]), key=lambda kind: (KIND_ORDER.index(kind.split("→")[0]), kind))
+    for kind in classes:
         members = networks[networks["kind"] == kind].sort_values("there_ms").reset_index(drop=True)
-        queues.append([members.iloc[i] for i in _spread(len(members))])
-    rounds = [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
+        order = [members.iloc[i] for i in _spread(len(members))]
+        # a round takes SLOTS[kind] networks of the kind
+        queues.append([order[i : i + SLOTS.get(kind, 1)] for i in range(0, len(order), SLOTS.get(kind, 1))])
+    rounds = [
+        network
+        for i in range(max(map(len, queues), default=0))
+        for queue in queues
+        if i < len(queue)
+        for network in queue[i]
+    ]
     return pd.DataFrame(rounds).reset_index(drop=True)
 
 
@@ -157,32 +204,60 @@ class Calibration:
             return None
         return calibration
 
+    def _measured(self, kind: str | None) -> str | None:
+        """The kind as measured: itself, else the kind of its layout class, else None."""
+        if not isinstance(kind, str):  # a kernel type of no kind
+            return None
+        for name in (kind, kind.split("→")[0]):
+            if name in self.kinds:
+                return name
+        return None
+
     def kind_factor(self, kind: str | None) -> float:
-        return self.kinds[kind]["factor"] if kind in self.kinds else self.factor
+        measured = self._measured(kind)
+        return self.kinds[measured]["factor"] if measured else self.factor
 
     def kind_se(self, kind: str | None) -> float:
+        measured = self._measured(kind)
         # a kind never measured is the overall ratio: as uncertain as the least known kind
-        return self.kinds[kind]["se"] if kind in self.kinds else max(k["se"] for k in self.kinds.values())
+        return self.kinds[measured]["se"] if measured else max(k["se"] for k in self.kinds.values())
+
+
+def _weighted(values: np.ndarray, weights: np.ndarray, spread: float) -> tuple[float, float, float]:
+    """The mean of log ratios weighted by the networks' time there, as a network's time weighs
+    its kernels (a large kernel's ratio tells more of a real network's than a tiny one's, whose
+    time is mostly fixed cost), their weighted spread (``spread`` where two say nothing of it) and
+    the effective number of networks, (Σw)² / Σw²."""
+    share = weights / weights.sum()
+    mean = float(share @ values)
+    count = float(1 / (share @ share))
+    if len(values) <= 2:
+        return mean, spread, count
+    return mean, float(np.sqrt(share @ (values - mean) ** 2 * len(values) / (len(values) - 1))), count
 
 
 def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float, nchwc_block: int) -> Calibration:
     """The kind factors from kernel networks measured here (``model``, ``here_ms``) against the
     latencies of host ``source`` (module docstring)."""
-    rows = plan(source).merge(measured[["model", "here_ms"]], on="model")
+    rows = plan(source, nchwc_block).merge(measured[["model", "here_ms"]], on="model")
     if rows.empty:
         raise PredictorError("no kernel network was measured: give calibration a larger budget")
     log_ratio = np.log(rows["here_ms"].to_numpy()) - np.log(rows["there_ms"].to_numpy())
     overall = float(np.median(log_ratio))
     # one network says nothing of the spread: the spread over every kind's networks stands in
     spread = float(np.std(log_ratio, ddof=1)) if len(rows) > 1 else float(abs(overall))
-    kinds = {}
-    for kind, members in rows.groupby("kind").indices.items():
-        total, n = float(log_ratio[members].sum()), len(members)
-        own = float(np.std(log_ratio[members], ddof=1)) if n > 2 else spread
+    kinds: dict[str, dict[str, float]] = {}
+    weights = rows["there_ms"].to_numpy()
+    # a kind before its layout classes ("gconv" sorts before "gconv→plain"): a class is pulled
+    # towards its kind's factor, a kind towards the overall ratio
+    for kind, members in sorted(rows.groupby("kind").indices.items()):
+        base = kinds.get(kind.split("→")[0])
+        prior = np.log(base["factor"]) if base else overall
+        mean, std, n = _weighted(log_ratio[members], weights[members], spread)
         kinds[kind] = {
-            "factor": float(np.exp((total + PRIOR * overall) / (n + PRIOR))),
-            "n": n,
-            "se": own / np.sqrt(n + PRIOR),
+            "factor": float(np.exp((n * mean + PRIOR * prior) / (n + PRIOR))),
+            "n": len(members),
+            "se": std / np.sqrt(n + PRIOR),
         }
     return Calibration(
         source=source,
@@ -254,7 +329,18 @@ class LocalDevice:
         rules = rules_for(host.backend, host.settings, host.machine)
         tables = [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)]
         kernels = host.routes.opwise.predict_kernels(pd.concat(tables, ignore_index=True))
-        kinds = kernels["op_type"].map(KERNEL_KINDS)
+        there, here = rules.nchwc_block, self.calibration.nchwc_block
+        kinds = pd.Series(
+            [
+                layout_class(kind, int(c_in), int(c_out), int(groups), there, here)
+                if kind in CONV_CLASSES else kind
+                for kind, c_in, c_out, groups in zip(
+                    kernels["op_type"].map(KERNEL_KINDS), kernels["c_in"], kernels["c_out"],
+                    kernels["groups"].fillna(1), strict=True,
+                )
+            ],
+            index=kernels.index,
+        )  # fmt: skip
         time = kernels["latency_ms"].groupby(kernels["model"]).sum()
         ids = [str(i) for i in range(len(graphs))]
 
