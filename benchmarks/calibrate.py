@@ -10,9 +10,10 @@
 The truth of a network is its fastest of the runs (this host slows everything at once for
 seconds at a time); the re-measurement noise is the median |second / first − 1|.
 
-The calibration starts from nothing in a temporary cache. Each machine is one row, kept under its
-fingerprint in ``benchmarks/calibrate_machines.json``: a run on another machine adds a row, a
-rerun on the same kind of machine replaces its own.
+The calibration starts from nothing in a temporary cache, from ``--source`` (by default the
+shipped host nearest to this machine; "as shipped" is that host's prediction). Each machine and
+source is one block, kept under the machine's fingerprint in ``benchmarks/calibrate_machines.json``:
+a run on another machine, or from another host, adds a block; a rerun replaces its own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import numpy as np
 from benchmarks.results import machine, record, stamp
 from scipy.stats import spearmanr
 
-HOST = "epyc-2core/ort-cpu"
+# the host the first machines' rows were calibrated from, before rows named theirs
+FIRST_SOURCE = "epyc-2core/ort-cpu"
 MACHINES = Path(__file__).with_name("calibrate_machines.json")
 
 
@@ -63,15 +65,17 @@ def predicted(models: list[str], device: str) -> tuple[np.ndarray, np.ndarray, n
     return latency, low, high
 
 
-def rows_here(models: list[str], truth: np.ndarray, budgets: tuple[float, float]) -> dict[str, Any]:
+def rows_here(
+    models: list[str], truth: np.ndarray, budgets: tuple[float, float], source: str
+) -> dict[str, Any]:
     from infercast.api.calibrating import calibrate
 
     rows: dict[str, Any] = {}
-    shipped = predicted(models, HOST)
+    shipped = predicted(models, source)
     rows["as shipped"] = scores(truth, *shipped)
     spent = 0.0
     for i, budget in enumerate(budgets):
-        summary = calibrate(budget)
+        summary = calibrate(budget, source=source)
         spent += summary["seconds"]
         if i == 0:
             factor = summary["factor"]
@@ -87,8 +91,8 @@ def rows_here(models: list[str], truth: np.ndarray, budgets: tuple[float, float]
 
 def table(entry: dict[str, Any]) -> list[str]:
     lines = [
-        f"**{entry['cpu']}** (fingerprint `{entry['key']}`, {entry['date']}; re-measurement noise "
-        f"{entry['noise']:.1%} median)",
+        f"**{entry['cpu']}**, calibrated from `{entry.get('source', FIRST_SOURCE)}` (fingerprint "
+        f"`{entry['key'][:12]}`, {entry['date']}; re-measurement noise {entry['noise']:.1%} median)",
         "",
         "| route | median error | within ±10 % | Spearman | 90 % cover | median half-width |",
         "|---|---|---|---|---|---|",
@@ -107,8 +111,12 @@ def main() -> None:
     parser.add_argument("--truth", nargs="+", default=["real-here-a", "real-here-b"])
     parser.add_argument("--budget-s", type=float, default=60.0)
     parser.add_argument("--more-s", type=float, default=240.0)
+    parser.add_argument("--source", help="the shipped host to calibrate from (default: the nearest)")
     args = parser.parse_args()
     from infercast.machine import cpu_fingerprint
+    from infercast.predictors.devices.local import nearest_host
+
+    source = args.source or nearest_host()
 
     started = time.monotonic()
     runs = [measured(args.db, campaign) for campaign in args.truth]
@@ -117,13 +125,16 @@ def main() -> None:
     noise = float(np.median([abs(runs[-1][m] / runs[0][m] - 1) for m in models]))
     with tempfile.TemporaryDirectory() as cache:
         os.environ["INFERCAST_CACHE"] = cache
-        rows = rows_here(models, truth, (args.budget_s, args.more_s))
+        rows = rows_here(models, truth, (args.budget_s, args.more_s), source)
     processor = cpu_fingerprint()
     described = {k: v for k, v in processor.items() if k != "isa"}
     features = [f for f, present in processor.get("isa", {}).items() if present]
     key = hashlib.sha256(json.dumps(processor, sort_keys=True).encode()).hexdigest()[:12]
+    if source != FIRST_SOURCE:  # one row per machine and host it was calibrated from
+        key = f"{key}-{source}"
     entry = {
         "key": key,
+        "source": source,
         "date": stamp(),
         "cpu": ", ".join(f"{k} {v}" for k, v in described.items()) + f"; {' '.join(features)}",
         "noise": noise,
@@ -136,11 +147,11 @@ def main() -> None:
         f"## Calibration on each machine ({stamp()})",
         "",
         f"`.venv/bin/python benchmarks/calibrate.py --db DB --truth {' '.join(args.truth)} "
-        f"--budget-s {args.budget_s:g} --more-s {args.more_s:g}` ({machine()}; "
+        f"--budget-s {args.budget_s:g} --more-s {args.more_s:g} --source {source}` ({machine()}; "
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread; 36 pytorchcv networks at "
         "1×3×224×224 measured on that machine (the fastest run's `low_ms`), never calibrated on; the "
         "calibration measures the host's one-kernel networks only. One block per machine fingerprint "
-        "(`benchmarks/calibrate_machines.json`).",
+        "and host calibrated from (`benchmarks/calibrate_machines.json`).",
         "",
     ]
     for other in machines.values():

@@ -162,3 +162,5 @@ def test_a_calibration_killed_resumed_used_reused_and_gone_on_another_machine(ca
     assert device_info("local").n_train == 0
     refused = run_cli("calibrate", "--budget-s", "0")
     assert refused.returncode == 2 and "budget_s=0.0" in refused.stderr
+    refused = run_cli("calibrate", "--source", "pixel4/gpu")
+    assert refused.returncode == 2 and f"source='pixel4/gpu': the shipped hosts are {HOST}" in refused.stderr

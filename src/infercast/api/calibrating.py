@@ -70,10 +70,13 @@ def calibrate(
     threads: int = 1,
     backend: str = "ort-cpu",
     progress: Progress | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """Measure kernel networks here for ``budget_s`` seconds (after those a rerun with the same
     ``threads`` already holds: it resumes and adds), fit the per-kind factors on all of them and
     keep the calibration under this machine's fingerprint (replacing one of other threads).
+    ``source`` is the shipped host it recalibrates: by default the one whose machine differs
+    least from this one.
     Returns its summary: ``source``, ``n``, ``measured`` (this run), ``seconds`` (this run's
     measuring), ``factor``, ``kinds`` (factor, n, se), ``folder``."""
     from infercast.measurement import Protocol, backends, platform_of, run_campaign
@@ -81,7 +84,11 @@ def calibrate(
 
     _checked(budget_s, threads, backend)
     tell = progress or (lambda event, state: None)
-    source = local.nearest_host()
+    from infercast.predictors.devices import hosts
+
+    if source is not None and source not in hosts.names():
+        raise InfercastError(f"source={source!r}: the shipped hosts are {', '.join(hosts.names())}")
+    source = source or local.nearest_host()
     folder = local.folder()
     folder.mkdir(parents=True, exist_ok=True)
     db = str(folder / local.STORE_FILE)

@@ -19,9 +19,12 @@ def calibrate(
     ),
     backend: str = typer.Option("ort-cpu", "--backend", help="the runtime to calibrate (ort-cpu)"),
     threads: int = typer.Option(1, "--threads", help="intra-op threads the predictions are for"),
+    source: str = typer.Option(
+        None, "--source", help="the shipped host to recalibrate (default: the nearest to this machine)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Measure the nearest shipped host's kernel networks here for --budget-s seconds, most
+    """Measure the nearest shipped host's (or --source's) kernel networks here for --budget-s seconds, most
     informative first, and recalibrate that host per kind of kernel (dense, depthwise and grouped
     convolutions, element-wise, memory moves, pools, linear). Kept under this machine's
     fingerprint: `infercast predict --device local MODEL` uses it. A rerun resumes where the last
@@ -40,7 +43,7 @@ def calibrate(
                 description=f"calibrating from {state['source']}: {state['done']} kernel networks measured",
             )
 
-        summary = run_guarded(lambda: run(budget_s, threads, backend, progress))
+        summary = run_guarded(lambda: run(budget_s, threads, backend, progress, source))
     if as_json:
         print_json(summary)
         return
