@@ -151,7 +151,9 @@ def main() -> None:
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread; 36 pytorchcv networks at "
         "1×3×224×224 measured on that machine (the fastest run's `low_ms`), never calibrated on; the "
         "calibration measures the host's one-kernel networks only. One block per machine fingerprint "
-        "and host calibrated from (`benchmarks/calibrate_machines.json`).",
+        "and host calibrated from (`benchmarks/calibrate_machines.json`); a block dated before 2026-12-06 "
+        "17:00 UTC ran the earlier calibration rules (every network weighted alike, one dense convolution a "
+        "round, no layout kinds).",
         "",
     ]
     for other in machines.values():

@@ -136,6 +136,22 @@ def test_a_host_prediction_elsewhere_warns_once_in_one_line(monkeypatch, tmp_pat
     assert "this machine: epyc-2core/ort-cpu was measured on another machine" in described.stdout
 
 
+def test_a_machine_like_a_shipped_hosts_is_pointed_at_it(monkeypatch, tmp_path) -> None:
+    import infercast
+    from infercast.predictors.devices import local
+
+    replay_machine(monkeypatch, tmp_path, "epyc-zen4-kvm.cpuinfo")
+    zen4 = "epyc-zen4-2core/ort-cpu"
+    with pytest.warns(MachineMismatchWarning, match=rf"`--device {zen4}` \(measured on a machine like this"):
+        infercast.predict("space:carb-resnet?depth=8", device=HOST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MachineMismatchWarning)
+        assert infercast.predict("space:carb-resnet?depth=8", device=zen4)["machine_warning"] is None
+    assert local.nearest_host() == zen4  # a calibration here starts from it
+    replay_machine(monkeypatch, tmp_path, "epyc-zen1-kvm.cpuinfo")
+    assert local.nearest_host() == HOST
+
+
 def test_a_host_prediction_on_its_own_kind_of_machine_says_nothing(monkeypatch, tmp_path) -> None:
     import infercast
 

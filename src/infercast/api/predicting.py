@@ -285,9 +285,16 @@ def machine_warning(info: DeviceInfo) -> str | None:
     found = differences_here(info.fingerprint)
     if not found:
         return None
+    from infercast.predictors.devices import hosts
+
+    # a shipped host measured on a machine like this one predicts for it as it is
+    alike = [
+        name for name in hosts.names() if not differences_here(hosts.hosts()[name].get("fingerprint", {}))
+    ]
+    instead = f"`--device {alike[0]}` (measured on a machine like this one) or " if alike else ""
     return (
         f"{info.name} was measured on another machine ({'; '.join(found)}): its latencies may be off "
-        "by a factor here: `infercast calibrate`, then `--device local`, predicts for this machine"
+        f"by a factor here: {instead}`infercast calibrate`, then `--device local`, predicts for this machine"
     )
 
 
