@@ -131,8 +131,8 @@ def layout_class(kind: str, c_in: int, c_out: int, groups: int, there: int, here
 def plan(source: str, nchwc_block: int) -> pd.DataFrame:
     """The kernel networks of host ``source`` in the order a calibration on a machine of channel
     block ``nchwc_block`` measures them, with ``kind`` (``layout_class``) and ``there_ms`` (their
-    latency on that host): a round takes one network of each kind, each kind's networks spread
-    over their latencies."""
+    latency on that host): a round takes ``SLOTS`` networks of a kind (one where it names none),
+    each kind's networks spread over their latencies."""
     networks = hosts.kernel_networks(source)[["model", "latency_ms"]].rename(
         columns={"latency_ms": "there_ms"}
     )
@@ -157,7 +157,6 @@ def plan(source: str, nchwc_block: int) -> pd.DataFrame:
     for kind in classes:
         members = networks[networks["kind"] == kind].sort_values("there_ms").reset_index(drop=True)
         order = [members.iloc[i] for i in _spread(len(members))]
-        # a round takes SLOTS[kind] networks of the kind
         queues.append([order[i : i + SLOTS.get(kind, 1)] for i in range(0, len(order), SLOTS.get(kind, 1))])
     rounds = [
         network
@@ -253,11 +252,11 @@ def fit(measured: pd.DataFrame, source: str, threads: int, seconds: float, nchwc
     for kind, members in sorted(rows.groupby("kind").indices.items()):
         base = kinds.get(kind.split("→")[0])
         prior = np.log(base["factor"]) if base else overall
-        mean, std, n = _weighted(log_ratio[members], weights[members], spread)
+        mean, std, effective = _weighted(log_ratio[members], weights[members], spread)
         kinds[kind] = {
-            "factor": float(np.exp((n * mean + PRIOR * prior) / (n + PRIOR))),
+            "factor": float(np.exp((effective * mean + PRIOR * prior) / (effective + PRIOR))),
             "n": len(members),
-            "se": std / np.sqrt(n + PRIOR),
+            "se": std / np.sqrt(effective + PRIOR),
         }
     return Calibration(
         source=source,
