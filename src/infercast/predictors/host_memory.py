@@ -1,11 +1,12 @@
 """Peak memory of an ONNX Runtime CPU session, from the graph (issue 46, item 5).
 
 What a graph decides — its weights as held and its arena (``ort_memory``) and the input it is fed
-— is worked out exactly; what it does not is each kernel's own state and the session's fixed cost.
-``HostMemory`` fits that rest as a line in the number of kernels, at the median and at the 5th and
-95th percentiles (quantile regression), on networks measured on a host; the percentile lines are
-the 90 % interval. The fitted lines ship as JSON (``data/ort_cpu_memory.json``, built by
-``python tools/memory_fit.py``), with the machine and runtime they were measured on.
+— is worked out by ONNX Runtime's rules; what it does not is each kernel's own state and the
+session's fixed cost. ``HostMemory`` fits that rest as a line in the number of kernels, at the
+median and at the 5th and 95th percentiles (quantile regression), on networks measured on a host;
+the percentile lines are the 90 % interval. The fitted lines ship as JSON
+(``data/ort_cpu_memory.json``, built by ``python tools/memory_fit.py``), with the machine and
+runtime they were measured on.
 """
 
 from __future__ import annotations

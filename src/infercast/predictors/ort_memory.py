@@ -14,8 +14,9 @@ live activations in three ways, each read from ONNX Runtime (1.x, CPU provider, 
   pattern (each tensor at the lowest-waste gap of the first run's offsets) holds them all, and
   takes a new region when no free chunk is large enough. So the arena is a sum of powers of two,
   decided by the order and sizes of the tensors, not by their live total.
-- **Per kernel.** Each kernel's own state (its pre-packed or reordered buffers, its objects):
-  a few kilobytes each, fitted per machine (``MemoryModel``).
+- **Per kernel.** Each kernel's own state (its pre-packed or reordered buffers, its objects) and
+  the session's fixed cost: not worked out here, but fitted on measured networks
+  (``host_memory.HostMemory``).
 
 The tensors are the graph's as ONNX Runtime plans them: the ops of one fused kernel share it
 (``fusion``), a reshape is free but a split or slice copies, an element-wise op writes over an
@@ -132,7 +133,7 @@ class _Layouts:
 
 
 def _with_blocked_hardswish(
-    graph: Graph, nodes: list[Any], kernel_of: dict[int, int], root: Any, outputs: set[str], block: int
+    nodes: list[Any], kernel_of: dict[int, int], root: Any, outputs: set[str], block: int
 ) -> dict[int, int]:
     """``kernel_of`` with each HardSwish that ONNX Runtime's NCHWc transformer runs inside the
     blocked convolution before it (the convolution's output read by it alone) in that kernel.
@@ -171,7 +172,7 @@ def _with_blocked_hardswish(
 
 def steps(graph: Graph, rules: FusionRules) -> tuple[list[Step], set[str]]:
     """The kernels of ``graph`` as ONNX Runtime runs them under ``rules`` (reorder copies as
-    steps of their own), and the graph's output tensors."""
+    steps of their own), and the graph's output tensors as they leave it (in the plain layout)."""
     nodes = [n for n in graph.nodes if not n.is_alias or n.kind in COPYING_ALIASES]
     copied = {t for n in nodes if n.kind in COPYING_ALIASES for t in n.outputs}
 
@@ -181,9 +182,7 @@ def steps(graph: Graph, rules: FusionRules) -> tuple[list[Step], set[str]]:
         return tensor
 
     outputs = {root(t) for t in graph.outputs}
-    kernel_of = _with_blocked_hardswish(
-        graph, nodes, kernels_of(graph, rules), root, outputs, rules.nchwc_block
-    )
+    kernel_of = _with_blocked_hardswish(nodes, kernels_of(graph, rules), root, outputs, rules.nchwc_block)
     members: dict[int, list[Any]] = defaultdict(list)
     for node in nodes:
         members[kernel_of.get(node.index, node.index)].append(node)
