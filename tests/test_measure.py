@@ -236,3 +236,15 @@ def test_a_campaign_past_its_deadline_still_measures_what_it_must_have(tmp_path)
     again = run(3)  # the store holds them: nothing more to measure
     assert again["done"] == 0 and again["skipped"] == 3
     assert run(5)["done"] == 2
+
+
+def test_a_measured_design_space_string_keeps_its_space_as_a_profile_stores_it() -> None:
+    from infercast.measurement.strings import model_configs
+
+    kernel = "space:kernels?act=relu&batch=1&cin=16&cout=24&groups=1&kernel=1&op=conv&side=8&stride=1"
+    rows, unusable = model_configs([kernel, model("tiny")])
+    assert not unusable
+    # a kernel network measured by `measure` is still told apart from networks to train on
+    assert rows[0]["space"] == "kernels" and rows[0]["params"]["cout"] == 24
+    assert rows[0]["params"]["input_shape"] == [1, 16, 8, 8]
+    assert rows[1]["space"] is None and set(rows[1]["params"]) == {"input_shape"}

@@ -88,6 +88,18 @@ def measure_model_strings(
     return out
 
 
+def _space_of(model: str) -> tuple[str | None, dict[str, Any]]:
+    """A design-space config string's space and parameters, as ``profile`` stores them (a kernel
+    campaign's networks are told apart from networks to train on by their space); none for any
+    other model."""
+    if not model.startswith("space:"):
+        return None, {}
+    from infercast.space import parse_model_string
+
+    space, config = parse_model_string(model)  # it was captured, so it parses
+    return space.name, config
+
+
 def model_configs(
     models: list[str],
     input_shape: tuple[int, ...] | None = None,
@@ -115,12 +127,13 @@ def model_configs(
             unusable[model] = {"failure": failure_kind(error), "reason": str(error)}
             continue
         shape = list(graph.input_shape)
+        space, params = _space_of(model)
         rows.append(
             {
                 "id": hashlib.sha1(f"{model}|{shape}".encode()).hexdigest()[:16],
                 "model": model,
-                "space": None,
-                "params": {"input_shape": shape},
+                "space": space,
+                "params": {**params, "input_shape": shape},
                 "features": featurize(graph),
                 "input_shape": tuple(shape),
             }
