@@ -53,10 +53,10 @@ def main() -> None:
     parser.add_argument("--db", required=True, help="a store with the real networks measured here")
     parser.add_argument("--truth", default="real-here-a")
     args = parser.parse_args()
-    from infercast.features import featurize
     from infercast.models.capturing import capture_model
     from infercast.predictors.devices.local import load_memory_model
-    from infercast.predictors.host_memory import MB, memory_features
+    from infercast.predictors.host_memory import memory_features
+    from infercast.units import BYTES_PER_MB as MB
 
     started = time.monotonic()
     peak, block = truth(args.db, args.truth)
@@ -65,12 +65,11 @@ def main() -> None:
     measured = peak.to_numpy() / MB
     model = load_memory_model()
     predicted = model.predict(features)
-    graph_features = pd.DataFrame([featurize(g) for g in graphs])
-    naive = (graph_features["weight_bytes"] + graph_features["peak_activation_bytes"]) / MB
+    naive = np.array([g.weight_bytes + g.peak_activation_bytes for g in graphs]) / MB
     arithmetic = features[["weights", "arena", "input"]].sum(axis=1) / MB
     nan = np.full(len(measured), np.nan)
     rows = {
-        "weights + peak of live activations (input included)": scores(measured, naive.to_numpy(), nan, nan),
+        "weights + peak of live activations (input included)": scores(measured, naive, nan, nan),
         "weights + arena + input (no fitted rest)": scores(measured, arithmetic.to_numpy(), nan, nan),
         "the shipped model (`predict --device local`)": scores(
             measured,

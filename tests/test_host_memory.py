@@ -17,8 +17,9 @@ from torch import nn
 import infercast
 from infercast.measurement.backends.ort_cpu import nchwc_block
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.host_memory import MB, HostMemory, memory_features, ort_rules
+from infercast.predictors.host_memory import HostMemory, memory_features, ort_rules
 from infercast.predictors.ort_memory import MIB, Arena, arena_bytes, pattern_bytes
+from infercast.units import BYTES_PER_MB as MB
 
 # a child process: the session's verbose log names every region the arena reserves
 REGIONS = r"""

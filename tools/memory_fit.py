@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infercast.predictors.host_memory import MB, HostMemory, memory_features
+from infercast.predictors.host_memory import HostMemory, memory_features
+from infercast.units import BYTES_PER_MB
 
 OUT = Path(__file__).parents[1] / "src/infercast/predictors/devices/data/ort_cpu_memory.json"
 ZOOS = ("pytorchcv:", "timm:", "torchvision:")
@@ -50,7 +51,7 @@ def main() -> None:
     peak = frame["peak_memory_bytes"].to_numpy(dtype=float)
     model = HostMemory().fit(features, peak)
     predicted = model.predict(features)
-    error = np.abs(predicted["peak_memory_mb"].to_numpy() / (peak / MB) - 1)
+    error = np.abs(predicted["peak_memory_mb"].to_numpy() / (peak / BYTES_PER_MB) - 1)
     provenance = {
         "source": f"{len(frame)} design-space configs and kernel networks measured by `infercast measure` "
         f"(campaign {args.campaign}), the heap a session holds after its runs",

@@ -22,9 +22,8 @@ from infercast.graph import Graph
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.fusion import FusionRules, rules_for
 from infercast.predictors.ort_memory import memory_terms
+from infercast.units import BYTES_PER_MB
 
-# megabytes as every peak_memory_mb is (docs/predict.md)
-MB = 1e6
 # the interval's percentiles, and the median between them
 QUANTILES = {"low": 0.05, "median": 0.5, "high": 0.95}
 TERMS = ("weights", "arena", "input", "kernels")
@@ -40,10 +39,7 @@ def ort_rules(nchwc_block: int) -> FusionRules:
 def memory_features(graphs: Sequence[Graph], nchwc_block: int) -> pd.DataFrame:
     """Per graph: ``weights``, ``arena`` and ``input`` bytes and its number of ``kernels``."""
     rules = ort_rules(nchwc_block)
-    rows = []
-    for graph in graphs:
-        fed = sum(int(np.prod(graph.tensors[t].shape)) * graph.tensors[t].itemsize for t in graph.inputs)
-        rows.append({**memory_terms(graph, rules), "input": fed})
+    rows = [{**memory_terms(graph, rules), "input": graph.input_bytes} for graph in graphs]
     return pd.DataFrame(rows, columns=list(TERMS))
 
 
@@ -72,13 +68,14 @@ class HostMemory:
             raise PredictorError(f"{len(frame)} networks and {len(peak)} peaks: need as many, at least 3")
         if not np.all(np.isfinite(peak)) or np.any(peak <= 0):
             raise PredictorError("peak_bytes holds a value that is not a positive number")
-        rest = (peak - frame[["weights", "arena", "input"]].sum(axis=1).to_numpy()) / MB
+        rest = (peak - frame[["weights", "arena", "input"]].sum(axis=1).to_numpy()) / BYTES_PER_MB
         kernels = frame[["kernels"]].to_numpy(dtype=float)
         self.lines_ = {}
         for name, quantile in QUANTILES.items():
             model = QuantileRegressor(quantile=quantile, alpha=self.alpha, solver="highs").fit(kernels, rest)
             self.lines_[name] = [float(model.intercept_), float(model.coef_[0])]
         self.n_train_ = len(frame)
+        self.provenance_: dict[str, Any] = {}
         return self
 
     def predict(self, features: Any) -> pd.DataFrame:
@@ -86,7 +83,7 @@ class HostMemory:
         if not hasattr(self, "lines_"):
             raise PredictorError("HostMemory is not fitted: call fit, or load a fitted one")
         frame = self._checked(features)
-        known = frame[["weights", "arena", "input"]].sum(axis=1).to_numpy() / MB
+        known = frame[["weights", "arena", "input"]].sum(axis=1).to_numpy() / BYTES_PER_MB
         kernels = frame["kernels"].to_numpy(dtype=float)
         rest = {name: intercept + slope * kernels for name, (intercept, slope) in self.lines_.items()}
         middle = known + rest["median"]
@@ -104,7 +101,9 @@ class HostMemory:
         from sklearn.metrics import r2_score
 
         return float(
-            r2_score(np.asarray(peak_bytes, dtype=float) / MB, self.predict(features)["peak_memory_mb"])
+            r2_score(
+                np.asarray(peak_bytes, dtype=float) / BYTES_PER_MB, self.predict(features)["peak_memory_mb"]
+            )
         )
 
     def to_json(self, provenance: dict[str, Any]) -> str:

@@ -46,7 +46,7 @@ BLOCKED_UNARY = frozenset(
     {"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid", "swish", "bn"}
 )
 # pools run blocked whenever their channels fill whole blocks, reordering a plain input to do so
-POOLS = frozenset({"max_pool", "avg_pool", "global_pool", "pool_max", "pool_avg"})
+POOLS = frozenset({"max_pool", "avg_pool", "global_pool"})
 # ops whose ONNX Runtime kernel may write its output over an input that dies with it
 IN_PLACE = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "add", "mul", "sub", "div"})
 # alias kinds that still copy in ONNX (a split's outputs are tensors of their own)

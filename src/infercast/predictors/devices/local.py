@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +376,7 @@ class LocalDevice:
         return pd.concat([scaled.reset_index(drop=True), memory], axis=1)
 
 
+@cache
 def load_memory_model() -> HostMemory:
     """The shipped peak-memory model of ONNX Runtime CPU sessions (``predictors.host_memory``)."""
     return HostMemory.from_json(data_file(MEMORY_FILE).read_text())
