@@ -31,8 +31,6 @@ import numpy as np
 from benchmarks.results import machine, record, stamp
 from scipy.stats import spearmanr
 
-# the host the first machines' rows were calibrated from, before rows named theirs
-FIRST_SOURCE = "epyc-2core/ort-cpu"
 MACHINES = Path(__file__).with_name("calibrate_machines.json")
 
 
@@ -91,7 +89,7 @@ def rows_here(
 
 def table(entry: dict[str, Any]) -> list[str]:
     lines = [
-        f"**{entry['cpu']}**, calibrated from `{entry.get('source', FIRST_SOURCE)}` (fingerprint "
+        f"**{entry['cpu']}**, calibrated from `{entry['source']}` (fingerprint "
         f"`{entry['key'][:12]}`, {entry['date']}; re-measurement noise {entry['noise']:.1%} median)",
         "",
         "| route | median error | within ±10 % | Spearman | 90 % cover | median half-width |",
@@ -130,8 +128,7 @@ def main() -> None:
     described = {k: v for k, v in processor.items() if k != "isa"}
     features = [f for f, present in processor.get("isa", {}).items() if present]
     key = hashlib.sha256(json.dumps(processor, sort_keys=True).encode()).hexdigest()[:12]
-    if source != FIRST_SOURCE:  # one row per machine and host it was calibrated from
-        key = f"{key}-{source}"
+    key = f"{key}-{source}"  # one block per machine and host it was calibrated from
     entry = {
         "key": key,
         "source": source,
