@@ -49,12 +49,18 @@ def regular_file(path: Path, what: str = "file") -> Path:
 
 def read_json(path: str | Path, what: str = "file", limit: int = JSON_LIMIT_BYTES) -> Any:
     """The JSON value in ``path``, or a ``FileError`` naming the file and what is wrong."""
+    return read_json_text(path, what, limit)[0]
+
+
+def read_json_text(path: str | Path, what: str = "file", limit: int = JSON_LIMIT_BYTES) -> tuple[Any, bytes]:
+    """``read_json``'s value with the bytes it was parsed from."""
     path = regular_file(Path(path), what)
     size = path.stat().st_size
     if size > limit:
         raise FileError(f"{path}: the {what} is {size:,} bytes, more than the {limit:,} this reads")
+    text = path.read_bytes()
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(text), text
     except (ValueError, UnicodeDecodeError) as error:
         raise FileError(f"{path}: not valid JSON ({str(error)[:120]})") from None
     except RecursionError:

@@ -11,11 +11,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
 from infercast.predictors.errors import PredictorError
+
+if TYPE_CHECKING:
+    from infercast.predictors.xgboost_json import TreeWalk
 
 
 @contextmanager
@@ -48,6 +51,11 @@ def native_load(path: Path, kind: str, suffix: str) -> Iterator[None]:
 # thread fitted XGBoost and LightGBM faster up to a hundred thousand rows (docs/predict.md,
 # "Threads"). Prediction keeps ``n_jobs`` threads: a million rows is where two threads pay off.
 ROWS_PER_FIT_THREAD = 100_000
+# Node visits (rows × trees × depth) up to which a loaded boosted model is walked in numpy
+# (``tree_walk``: the library's numbers) rather than by its library, whose import (it imports
+# scikit-learn and SciPy's statistics) costs as much as walking tens of millions; a call above it
+# (a screen's million rows) loads the library once.
+WALK_STEPS = 2_000_000
 
 
 def fit_threads(n_rows: int, n_jobs: int) -> int:
@@ -67,12 +75,50 @@ class Learner(Protocol):
     def save(self, path: Path) -> None: ...
 
 
-class XGBoostLearner:
+class BoostedLearner:
+    """What a boosting library's learner shares: a model loaded from its file (``load``) keeps the
+    file's bytes and their numpy walk (``tree_walk``), which predicts up to ``WALK_STEPS`` node
+    visits; the library loads the bytes on the first call that needs more."""
+
+    name: ClassVar[str]
+    suffix: ClassVar[str]
+    kind: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.booster: Any = None
+        self.path = Path()
+        self.text = b""
+        self.walk: TreeWalk | None = None
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if self.booster is None and self.walk is not None and self.walk.visits(len(x)) <= WALK_STEPS:
+            return self.walk.predict(x)
+        if self.booster is None:
+            with native_load(self.path, self.kind, self.suffix):
+                self.booster = self._native(self.text)
+        return self._native_predict(x)
+
+    def save(self, path: Path) -> None:
+        if self.booster is None:  # loaded, never refitted: the file it came from is the model
+            path.write_bytes(self.text)
+        else:
+            self.booster.save_model(str(path))
+
+    def _native(self, text: bytes) -> Any:
+        raise NotImplementedError
+
+    def _native_predict(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class XGBoostLearner(BoostedLearner):
     name: ClassVar[str] = "xgboost"
     suffix: ClassVar[str] = ".xgb.json"
+    kind: ClassVar[str] = "XGBoost"
     size_param: ClassVar[str] = "n_estimators"
 
     def __init__(self, n_estimators: int = 600, seed: int = 0, n_jobs: int = 2, **params: Any) -> None:
+        super().__init__()
         self.params = {
             "n_estimators": n_estimators,
             "max_depth": 6,
@@ -84,7 +130,6 @@ class XGBoostLearner:
             "n_jobs": n_jobs,
             **params,
         }
-        self.booster: Any = None
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> XGBoostLearner:
         import xgboost
@@ -95,32 +140,36 @@ class XGBoostLearner:
         self.booster.set_param({"nthread": self.params["n_jobs"]})
         return self
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        return self.booster.inplace_predict(np.asarray(x, dtype=np.float32)).astype(np.float64)
+    def _native(self, text: bytes) -> Any:
+        import xgboost
 
-    def save(self, path: Path) -> None:
-        self.booster.save_model(str(path))
+        booster = xgboost.Booster()
+        booster.load_model(bytearray(text))
+        return booster
+
+    def _native_predict(self, x: np.ndarray) -> np.ndarray:
+        return self.booster.inplace_predict(np.asarray(x, dtype=np.float32)).astype(np.float64)
 
     @classmethod
     def load(cls, path: Path) -> XGBoostLearner:
-        import xgboost
-
-        from infercast.predictors.xgboost_json import check_model_json
+        """A model file, checked (``read_model_json``)."""
+        from infercast.predictors.xgboost_json import read_model_json, xgboost_walk
 
         learner = cls()
-        with native_load(path, "XGBoost", cls.suffix):
-            check_model_json(path)
-            learner.booster = xgboost.Booster()
-            learner.booster.load_model(str(path))
+        with native_load(path, cls.kind, cls.suffix):
+            data, learner.text = read_model_json(path)
+            learner.walk, learner.path = xgboost_walk(data), path
         return learner
 
 
-class LightGBMLearner:
+class LightGBMLearner(BoostedLearner):
     name: ClassVar[str] = "lightgbm"
     suffix: ClassVar[str] = ".lgb.txt"
+    kind: ClassVar[str] = "LightGBM"
     size_param: ClassVar[str] = "n_estimators"
 
     def __init__(self, n_estimators: int = 600, seed: int = 0, n_jobs: int = 2, **params: Any) -> None:
+        super().__init__()
         self.params = {
             "objective": "regression",
             "num_leaves": 31,
@@ -135,7 +184,6 @@ class LightGBMLearner:
             **params,
         }
         self.rounds = n_estimators
-        self.booster: Any = None
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> LightGBMLearner:
         import lightgbm
@@ -144,25 +192,26 @@ class LightGBMLearner:
         self.booster = lightgbm.train(params, lightgbm.Dataset(x, y), num_boost_round=self.rounds)
         return self
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def _native(self, text: bytes) -> Any:
+        import lightgbm
+
+        return lightgbm.Booster(model_str=text.decode())
+
+    def _native_predict(self, x: np.ndarray) -> np.ndarray:
         rows = np.asarray(x, dtype=np.float64)
         return np.asarray(
             self.booster.predict(rows, num_threads=self.params["num_threads"]), dtype=np.float64
         )
 
-    def save(self, path: Path) -> None:
-        self.booster.save_model(str(path))
-
     @classmethod
     def load(cls, path: Path) -> LightGBMLearner:
-        import lightgbm
-
-        from infercast.predictors.lightgbm_text import check_model_text
+        """A model file, checked (``read_model_text``)."""
+        from infercast.predictors.lightgbm_text import read_model_text
 
         learner = cls()
-        with native_load(path, "LightGBM", cls.suffix):
-            check_model_text(path)
-            learner.booster = lightgbm.Booster(model_file=str(path))
+        with native_load(path, cls.kind, cls.suffix):
+            learner.walk, learner.text = read_model_text(path)
+            learner.path = path
         return learner
 
 

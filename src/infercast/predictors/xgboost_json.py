@@ -1,7 +1,12 @@
-"""What XGBoost's own loader lets through: a JSON model whose node links loop or point past the
-tree loads, then crashes the process (a segmentation fault) on the first prediction. Every tree
-is walked here first, so a damaged file is one ``PredictorError``; arrays of the wrong length,
-split features out of range and values that are not finite are refused too."""
+"""XGBoost JSON models read without XGBoost, for two reasons.
+
+Safety: a JSON model whose node links loop or point past the tree loads in XGBoost, then crashes
+the process (a segmentation fault) on the first prediction. Every tree is walked here first, so a
+damaged file is one ``PredictorError``; arrays of the wrong length, split features out of range
+and values that are not finite are refused too.
+
+Speed: the same arrays predict a few rows without importing XGBoost (``tree_walk``).
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from infercast.files import FileError, read_json
+from infercast.files import FileError, read_json_text
 from infercast.predictors.errors import PredictorError
+from infercast.predictors.tree_walk import TreeWalk, packed
 
 NODE_ARRAYS = ("left_children", "right_children", "split_indices", "split_conditions", "base_weights")
+# a model is walked here only where a prediction is the base score plus one leaf of each tree
+WALKED_OBJECTIVES = ("reg:squarederror",)
 
 
-def check_model_json(path: Path) -> None:
-    """Refuse an XGBoost JSON model whose trees cannot be walked safely."""
+def read_model_json(path: Path) -> tuple[Any, bytes]:
+    """The parsed JSON of an XGBoost model whose trees can be walked safely, and the bytes it was
+    parsed from (what XGBoost may load); else a ``PredictorError``."""
     try:
-        data = read_json(path, "XGBoost model")
+        data, text = read_json_text(path, "XGBoost model")
         learner = data["learner"]
         features = int(learner["learner_model_param"]["num_feature"])
         trees = learner["gradient_booster"]["model"]["trees"]
@@ -31,6 +40,7 @@ def check_model_json(path: Path) -> None:
         problem = _tree_problem(tree, features)
         if problem:
             raise PredictorError(f"{path}: tree {index}: {problem}")
+    return data, text
 
 
 def _tree_problem(tree: Any, features: int) -> str | None:
@@ -56,3 +66,45 @@ def _tree_problem(tree: Any, features: int) -> str | None:
     if not inside.all() or len(np.unique(children)) != len(children):
         return "a node links to the root, outside the tree or to a node another links to: not a new node"
     return None
+
+
+def xgboost_walk(data: Any) -> TreeWalk | None:
+    """The numpy walk of a model ``read_model_json`` parsed, or None where its prediction is more
+    than the base score plus a leaf of each tree (another objective or booster, categorical
+    splits, a forest per round)."""
+    learner = data["learner"]
+    booster, params = learner["gradient_booster"], learner["learner_model_param"]
+    trees = booster.get("model", {}).get("trees", [])
+    simple = (
+        learner.get("objective", {}).get("name") in WALKED_OBJECTIVES
+        and booster.get("name") == "gbtree"
+        and str(booster["model"].get("gbtree_model_param", {}).get("num_parallel_tree", "1")) == "1"
+        and str(params.get("num_target", "1")) == "1"
+        and all(not any(tree.get("split_type", [])) for tree in trees)
+        and all(len(tree.get("default_left", [])) == len(tree["left_children"]) for tree in trees)
+    )
+    if not simple or not trees:
+        return None
+    arrays = []
+    for tree in trees:
+        left = np.asarray(tree["left_children"], dtype=np.int64)
+        arrays.append(
+            {
+                "left": left,
+                "right": np.asarray(tree["right_children"], dtype=np.int64),
+                "feature": np.asarray(tree["split_indices"], dtype=np.int64),
+                # a split's condition, or a leaf's value: XGBoost keeps both in one array
+                "threshold": np.asarray(tree["split_conditions"], dtype=np.float32),
+                "leaf_value": np.asarray(tree["split_conditions"], dtype=np.float64),
+                "default_left": np.asarray(tree["default_left"], dtype=bool),
+                "nan_missing": np.ones(len(left), dtype=bool),
+                "zero_missing": np.zeros(len(left), dtype=bool),
+            }
+        )
+    return packed(
+        arrays,
+        n_features=int(params["num_feature"]),
+        dtype=np.float32,
+        left_at_threshold=False,
+        base_score=float(str(params["base_score"]).strip("[]")),
+    )
