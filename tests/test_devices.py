@@ -252,7 +252,11 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.AdaptiveAvgPool2d(1)
     )
     one = infercast.predict(net, device=name, input_shape=(1, 3, 160, 160))
-    assert not any(tmp_path.iterdir())  # nothing trained into the cache: the routes ship
+    # the blend and op-wise routes ship trained; the Σ cost × work route, fitted above, is kept
+    kept = [p.name for p in tmp_path.glob("devices-*/*")]
+    assert len(kept) == 1 and kept[0].startswith("epyc-2core-ort-cpu-physical-"), kept
+    again = hosts.physical(name)
+    assert again.costs_.tolist() == work.costs_.tolist() and again.interval_q_ == work.interval_q_
     assert one["route"] == MEAN and one["runtime"].startswith("ONNX Runtime")
     routes = [one["model_level_ms"], one["opwise_ms"], one["physical_ms"]]
     assert one["latency_ms"] == pytest.approx(math.prod(routes) ** (1 / 3))
@@ -586,18 +590,19 @@ def test_screening_a_space_for_a_device_never_imports_torch() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_a_phone_cpus_predictions_after_the_first_never_import_scikit_learn(tmp_path) -> None:
+def test_a_phones_predictions_after_the_first_never_import_scikit_learn(tmp_path) -> None:
     # only fitting needs scikit-learn and SciPy's statistics (~1.5 s of a prediction's imports):
-    # a phone CPU's predictor is fitted on first use into the user cache and loaded from it after
-    # (a GPU's op-wise route loads XGBoost, which imports scikit-learn itself)
+    # a phone's Σ cost × work predictor is fitted on first use into the user cache and loaded
+    # from it after; the GPU's shipped op-wise route walks its XGBoost trees without XGBoost
     code = (
         "import sys\n"
         "from infercast.api import predict_devices\n"
         "from infercast.predictors.devices import list_devices\n"
         "assert len(list_devices()) >= 100\n"
-        "rows = predict_devices(['space:carb-resnet?depth=8&width=0.25&input_size=32'], ['s10/1large'])\n"
-        "assert rows[0]['latency_ms'] > 0, rows\n"
-        "print([name for name in ('sklearn', 'scipy.stats') if name in sys.modules])\n"
+        "model = 'space:carb-resnet?depth=8&width=0.25&input_size=32'\n"
+        "rows = predict_devices([model], ['s10/1large', 's10/gpu'])\n"
+        "assert rows[0]['latency_ms'] > 0 and rows[1]['route'] == 'opwise', rows\n"
+        "print([name for name in ('sklearn', 'scipy.stats', 'xgboost') if name in sys.modules])\n"
     )
     env = {**os.environ, "INFERCAST_CACHE": str(tmp_path)}
     first, second = (
@@ -608,7 +613,8 @@ def test_a_phone_cpus_predictions_after_the_first_never_import_scikit_learn(tmp_
     assert "sklearn" in first.stdout  # the first fits
     assert second.stdout.strip() == "[]"
     cached = tmp_path / f"devices-{infercast.__version__}"
-    assert [folder.name for folder in cached.iterdir()] == [f"s10-1large-{data_digest(usc.TABLE)}"]
+    digest = data_digest(usc.TABLE)
+    assert sorted(folder.name for folder in cached.iterdir()) == [f"s10-1large-{digest}", f"s10-gpu-{digest}"]
 
 
 # every block variant: expansion 1 (no expand conv), h-swish (a kernel of its own), SE on / off,

@@ -25,6 +25,10 @@ import pandas as pd
 
 from infercast.predictors.ood_rules import counts_for_distance, describe, describe_distance, material
 
+# training rows up to which their nearest-neighbour distances are worked out by brute force (a
+# shipped predictor's hundreds take milliseconds; importing SciPy's k-d tree takes longer)
+BRUTE_POINTS = 2048
+
 
 def _transform(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * np.log1p(np.abs(x))
@@ -190,13 +194,23 @@ class OODDetector:
 
 
 def _neighbour_distances(points: np.ndarray) -> np.ndarray:
-    """Each point's distance to its nearest other point."""
-    # SciPy's spatial module loads when a detector is fitted or first checks a distance: a
-    # prediction that only widens its interval never needs it
-    from scipy.spatial import cKDTree
+    """Each point's distance to its nearest other point: by brute force up to ``BRUTE_POINTS``
+    points (the training rows of a shipped predictor, in milliseconds, importing nothing), by
+    SciPy's k-d tree above."""
+    if len(points) > BRUTE_POINTS:
+        from scipy.spatial import cKDTree
 
-    distances, _ = cKDTree(points).query(points, k=2)
-    return distances[:, 1]
+        distances, _ = cKDTree(points).query(points, k=2)
+        return distances[:, 1]
+    nearest = np.empty(len(points))
+    rows = max(1, (1 << 21) // max(1, points.size))  # about 16 MB of differences at a time
+    for start in range(0, len(points), rows):
+        part = points[start : start + rows]
+        difference = part[:, None, :] - points[None, :, :]
+        squared = np.einsum("ijk,ijk->ij", difference, difference)
+        squared[np.arange(len(part)), np.arange(start, start + len(part))] = np.inf  # not itself
+        nearest[start : start + len(part)] = np.sqrt(squared.min(axis=1))
+    return nearest
 
 
 def _list(values: np.ndarray | None) -> list[float] | None:

@@ -12,10 +12,12 @@ intervals covered 47 % and 38 % of a held-out design space; the mean's 98 %).
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from infercast.predictors.errors import PredictorError
+
+if TYPE_CHECKING:  # the labels are read by command lines that never predict
+    import pandas as pd
 
 BLEND, OPWISE, COMBINED, PHYSICAL, MEAN = "blend", "opwise", "combined", "physical", "mean"
 # a figure of the op-wise route on the phones' own measured op rows (a card's, not a user's route)
@@ -55,15 +57,17 @@ def geometric_mean(*predictions: pd.DataFrame) -> pd.DataFrame:
     """Row by row, the geometric mean of the predictions' ``latency_ms``; the 90 % interval spans
     theirs (wider than it needs: a calibrated interval of the mean is not fitted), ``ood`` if any
     route doubts the model, with every reason."""
-    # SciPy loads when this route is asked for: a phone's route and the CLI's labels never are
-    from scipy.stats import gmean
+    import numpy as np
+    import pandas as pd
 
     from infercast.predictors.ood import either_ood
 
     ood, reasons = either_ood(*predictions)
     return pd.DataFrame(
         {
-            "latency_ms": gmean([p["latency_ms"].to_numpy(dtype=np.float64) for p in predictions], axis=0),
+            "latency_ms": np.exp(
+                np.mean([np.log(p["latency_ms"].to_numpy(dtype=np.float64)) for p in predictions], axis=0)
+            ),
             "latency_ms_low": np.min([p["latency_ms_low"].to_numpy() for p in predictions], axis=0),
             "latency_ms_high": np.max([p["latency_ms_high"].to_numpy() for p in predictions], axis=0),
             "ood": ood,

@@ -44,7 +44,14 @@ import pandas as pd
 from infercast.features import featurize
 from infercast.graph import Graph
 from infercast.predictors.data import feature_frame
-from infercast.predictors.devices.common import DeviceInfo, cards, data_file, load_packed, routes_archive
+from infercast.predictors.devices.common import (
+    DeviceInfo,
+    cards,
+    data_file,
+    load_packed,
+    routes_archive,
+    trained_once,
+)
 from infercast.predictors.devices.common import ship as ship_trained
 from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import DEVICE_FEATURES, device_feature_frame
@@ -136,13 +143,28 @@ def kernel_networks(name: str) -> pd.DataFrame:
 
 
 def physical(name: str) -> PhysicalLatency:
-    """The Σ cost × work route of ``name``, fitted on its design-space configs and kernel networks;
-    the interval's residuals come from holding each design space out, the nearest the configs get
-    to a network unlike all of them."""
-    _, e2e, _, _ = training_tables(name)
-    kernels = kernel_networks(name)
-    return fit_configs_and_kernels(
-        e2e, e2e["latency_ms"].to_numpy(), e2e["space"].to_numpy(), kernels, kernels["latency_ms"].to_numpy()
+    """The Σ cost × work route of ``name``, fitted on its design-space configs and kernel networks
+    on first use and kept in the user cache (the fit imports scikit-learn's folds, slower than the
+    fit; loading it does not); the interval's residuals come from holding each design space out,
+    the nearest the configs get to a network unlike all of them."""
+
+    def fit() -> PhysicalLatency:
+        _, e2e, _, _ = training_tables(name)
+        kernels = kernel_networks(name)
+        return fit_configs_and_kernels(
+            e2e,
+            e2e["latency_ms"].to_numpy(),
+            e2e["space"].to_numpy(),
+            kernels,
+            kernels["latency_ms"].to_numpy(),
+        )
+
+    return trained_once(
+        f"{name}/physical",
+        (CONFIGS_FILE, KERNEL_NETWORKS_FILE),
+        fit,
+        lambda model, folder: model.save(folder, {"device": name, "source": hosts()[name]["source"]}),
+        PhysicalLatency.load,
     )
 
 
@@ -186,7 +208,7 @@ def train_routes(name: str) -> Routes:
 
 class OrtCpuDevice:
     """A host measured by this project: the shipped blend and op-wise routes, and the Σ cost ×
-    work route fitted on load."""
+    work route fitted on first use."""
 
     def __init__(self, name: str) -> None:
         self.info = _info(name)
