@@ -4,11 +4,12 @@ Parquet and CSV."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from infercast.errors import InfercastError
+
+if TYPE_CHECKING:  # pandas loads when a table is read: the CLI's JSON output needs only to_python
+    import pandas as pd
 
 
 def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
@@ -25,6 +26,8 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a ``.parquet`` or ``.csv`` table."""
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise InfercastError(f"{path}: no such file")

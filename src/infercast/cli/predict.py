@@ -33,8 +33,8 @@ def predict(
 ) -> None:
     """Predict latency, energy and peak memory of MODELS on the predictor's platform, or their
     latency on shipped devices (--device pixel4/gpu)."""
-    from infercast.api import predict_devices, predict_models
     from infercast.errors import MachineMismatchWarning
+    from infercast.models import check_model_string
     from infercast.predictors.errors import PredictorError
 
     def body() -> list[dict[str, Any]]:
@@ -42,6 +42,10 @@ def predict(
             raise PredictorError(
                 "give --predictor DIR (from infercast train) or --device NAME (a shipped device)"
             )
+        for model in models:  # a typo fails before the predicting code (and pandas) loads
+            check_model_string(model)
+        from infercast.api import predict_devices, predict_models
+
         if device:
             with err_console.status("predicting", spinner="dots"), warnings.catch_warnings():
                 # said once per device below, in one line, instead of Python's warning format
@@ -62,7 +66,12 @@ def predict(
         return
     if as_json:
         print_json(results)
-        return
+    else:
+        _predictor_table(results, predictor)
+
+
+def _predictor_table(results: list[dict[str, Any]], predictor: Path | None) -> None:
+    """What ``predict --predictor`` prints: one row per model, the notes under it."""
     from infercast.predictors.routes import LABELS, MEAN, PHYSICAL
 
     # long route labels, shortened in the table (and spelled out under it): its cells stay one line

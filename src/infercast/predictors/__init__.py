@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from infercast.lazy import lazy_exports
-from infercast.predictors.artifact import PlatformInfo, PredictorInfo
-from infercast.predictors.base import KINDS, Predictor, kind_of, load
 from infercast.predictors.errors import PredictorError
 
 if TYPE_CHECKING:
     from infercast.predictors.adapted import Adapted
+    from infercast.predictors.artifact import PlatformInfo, PredictorInfo
+    from infercast.predictors.base import KINDS, Predictor, kind_of, load
     from infercast.predictors.baselines import FlopsProportional, LogLinear
     from infercast.predictors.blend import CascadeBlend
     from infercast.predictors.bundle import PredictorBundle
@@ -40,8 +40,15 @@ if TYPE_CHECKING:
 
 # Imported on first use: the blend and the learners' fitting need scikit-learn and SciPy's
 # statistics, which listing the devices and a phone CPU setting's cached predictor never use
-# (tests/test_devices.py holds that).
+# (tests/test_devices.py holds that); the rest needs pandas, which a command line that fails on
+# its arguments never loads.
 _LAZY = {
+    "PlatformInfo": "artifact",
+    "PredictorInfo": "artifact",
+    "KINDS": "base",
+    "Predictor": "base",
+    "kind_of": "base",
+    "load": "base",
     "Adapted": "adapted",
     "select_configs": "sources",
     "FlopsProportional": "baselines",

@@ -11,15 +11,17 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
-import pandas as pd
 
 from infercast.errors import InfercastError
 from infercast.resources import check_fits
 from infercast.tables import to_python
+
+if TYPE_CHECKING:  # pandas loads when configs are sampled: parsing a model string needs none
+    import pandas as pd
 
 
 class SpaceError(InfercastError):
@@ -193,6 +195,8 @@ class Space(ABC):
         Stratified: every parameter's values are cycled through in shuffled order, so each value
         appears ``n / len(choices)`` times (±1) — the even coverage a profiling campaign wants.
         """
+        import pandas as pd
+
         if n < 0:
             raise SpaceError(f"--n={n}: the number of configurations must not be negative")
         # measured with tracemalloc on the built-in spaces: per row and parameter, plus the
@@ -223,6 +227,8 @@ class Space(ABC):
         """``n`` rows of values of ``params`` (this space's, or a restriction's): each drawn
         independently (``stratified``: cycled through in shuffled order). A space whose sampler
         knows more (``kernels``: real CNN shapes) overrides it, and its restrictions use it."""
+        import pandas as pd
+
         columns: dict[str, np.ndarray | pd.Categorical] = {}
         for p in params:
             if stratified:
