@@ -79,3 +79,16 @@ def test_kernels_flag_by_their_share_of_the_predicted_time() -> None:
     assert "4.0× more kernels than any network it learned from" in kernel_reason(
         table, big, ranges, overhead_ranges
     )
+
+
+def test_nearest_neighbour_distances_by_brute_force_are_the_k_d_trees(monkeypatch) -> None:
+    # a shipped predictor's few hundred training rows skip SciPy's import; many rows use its tree
+    from infercast.predictors import ood
+
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(300, 27))
+    points[7] = points[3]  # a duplicate is at distance 0 from its twin, not from itself
+    brute = ood._neighbour_distances(points)
+    monkeypatch.setattr(ood, "BRUTE_POINTS", 10)
+    np.testing.assert_allclose(brute, ood._neighbour_distances(points), rtol=1e-12, atol=1e-12)
+    assert brute[3] == brute[7] == 0 and (brute[:3] > 0).all()

@@ -18,7 +18,7 @@ import numpy as np
 from infercast.predictors.errors import PredictorError
 
 if TYPE_CHECKING:
-    from infercast.predictors.xgboost_json import TreeWalk
+    from infercast.predictors.tree_walk import TreeWalk
 
 
 @contextmanager
