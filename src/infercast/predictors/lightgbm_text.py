@@ -98,7 +98,7 @@ def _tree_arrays(tree: dict[str, str]) -> dict[str, np.ndarray]:
 
 def _fields(text: str) -> dict[str, str]:
     """``key=value`` lines, and a flag line (``average_output``) as a key with no value."""
-    return dict((*line.split("=", 1), "")[:2] for line in text.splitlines() if line)
+    return dict(line.partition("=")[::2] for line in text.splitlines() if line)
 
 
 def _tree_problem(tree: dict[str, str], features: int) -> str | None:

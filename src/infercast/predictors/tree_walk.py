@@ -7,6 +7,10 @@ own rules — which way a value at the threshold and a missing value go, the pre
 in which leaves are added — so the numbers are the library's to the last bit (tests hold them
 equal). The library itself is loaded only for many rows (a screen), where its C++ walk pays for
 its import (``learners.WALK_STEPS``).
+
+Every row takes the deepest tree's number of steps in every tree at once: cheap for a few rows of
+shallow boosted trees. A forest of deep trees over many rows is walked tree by tree, rows leaving
+as they reach a leaf (``forest.ArrayForest``).
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ class Routes:
 
     @classmethod
     def load(cls, folder: Path) -> Routes:
-        # the blend's module imports scikit-learn: listing the devices never loads it
+        # the blend's module imports pandas and the blend's machinery: listing the devices never loads it
         from infercast.predictors.blend import CascadeBlend
 
         return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))

@@ -106,8 +106,8 @@ class Nb201Device:
     """One NB201 device setting: a latency-only cascade blend, trained once and cached."""
 
     def __init__(self, name: str) -> None:
-        # the blend's module imports scikit-learn: listing the devices or a phone CPU's
-        # prediction never loads it (``infercast.predictors``)
+        # the blend's module imports pandas and the blend's machinery: listing the devices or a
+        # phone CPU's prediction never loads it (``infercast.predictors``)
         from infercast.predictors.blend import CascadeBlend
 
         self.info = _info(name)
