@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.graph.ops import is_alias, kind_of
+from infercast.graph.ops import MOVEMENT_TYPES, is_alias, kind_of
 from infercast.predictors.data import feature_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.fusion import shape_arithmetic
@@ -145,9 +145,11 @@ def store_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Op and end-to-end tables of a store's profiled configs on one platform (model = config id).
 
-    Each stored op row is one executed kernel; rows that computed nothing of the original graph
-    (layout reorders, reshapes, shape arithmetic) are left to the overhead model, as for a model
-    string. With ``steady_ms`` the op rows are brought to the host's usual speed by their
+    Each stored op row is one executed kernel. Layout reorders and a split's copies are kept
+    (``graph.ops.MOVEMENT_TYPES``: the op-wise route prices them, as ``predictors.movement`` adds
+    them to a model string's kernels); other rows that computed nothing of the original graph
+    (reshapes, shape arithmetic, and movement rows profiled before they were named) are left to
+    the overhead model. With ``steady_ms`` the op rows are brought to the host's usual speed by their
     measurement's ``host_effect``, as its end-to-end latency is. With no op profiles on the
     platform the op table is empty."""
     columns = ["model", "op_type", "kernel", *SHAPE_COLUMNS, "bytes", "n_ops", ALGORITHM, "latency_ms"]
@@ -163,7 +165,8 @@ def store_tables(
     computes = ops["fused_ops"].map(
         lambda f: isinstance(f, list) and not all(is_alias(kind_of(o)) for o in f) and not shape_arithmetic(f)
     )
-    ops = ops[computes].copy()
+    moves = ops["op_type"].isin(MOVEMENT_TYPES)
+    ops = ops[computes | moves].copy()
     # keep one profile per config (the latest measurement), as for the end-to-end table
     latest = ops.groupby("config_id")["measurement_id"].transform("max")
     ops = ops[ops["measurement_id"] == latest]
@@ -171,6 +174,6 @@ def store_tables(
     if latency_stat == "steady_ms":
         effect = ops["measurement_id"].map(every.set_index("id")["host_effect"]).fillna(0.0)
         ops["latency_ms"] = ops["latency_ms"] * np.exp(-effect.to_numpy(dtype=np.float64))
-    ops["n_ops"] = ops["fused_ops"].map(len)
+    ops["n_ops"] = ops["fused_ops"].map(len).where(~ops["op_type"].isin(MOVEMENT_TYPES), 1)
     ops["kernel"] = ops["kernel"].astype(str)
     return ops[[c for c in columns if c in ops.columns]].reset_index(drop=True), e2e

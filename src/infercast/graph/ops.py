@@ -51,6 +51,11 @@ ACTIVATION_KINDS = frozenset(
         "clip",
     }
 )
+# the op-table types of kernels that only move data, which a runtime may add to a captured graph:
+# ONNX Runtime's copies between its blocked and plain layouts, and the copies its Split and Slice
+# make (views in PyTorch). Not ops of a graph, so not in OP_GROUPS
+REORDER, SPLIT = "reorder", "split"
+MOVEMENT_TYPES = frozenset({REORDER, SPLIT})
 ELEMENTWISE_KINDS = frozenset({"add", "sub", "mul", "div"})
 NORM_KINDS = frozenset({"bn", "layernorm", "groupnorm", "instancenorm"})
 ALIAS_KINDS = frozenset({"reshape", "identity", "slice", "split"})
@@ -347,3 +352,25 @@ def flops_of(kind: str, macs: int, in_shapes: Sequence[Shape], out_shape: Shape,
 
 def numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
+
+
+def movement_row(op_type: str, source: Shape, targets: Sequence[Shape], itemsize: int) -> dict[str, object]:
+    """The op-table row of a data-movement kernel (``MOVEMENT_TYPES``) that reads ``source`` and
+    writes ``targets``: the shapes of the tensor read and of the first written, and the bytes
+    read and written (plain layout)."""
+
+    def axis(shape: Shape, index: int) -> int | None:
+        return shape[index] if len(shape) > index else None
+
+    first = targets[0] if targets else source
+    return {
+        "op_type": op_type,
+        "h_in": axis(source, 2),
+        "w_in": axis(source, 3),
+        "c_in": axis(source, 1),
+        "h_out": axis(first, 2),
+        "w_out": axis(first, 3),
+        "c_out": axis(first, 1),
+        "flops": 0,
+        "bytes": (numel(source) + sum(numel(t) for t in targets)) * itemsize,
+    }

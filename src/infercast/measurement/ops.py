@@ -19,11 +19,22 @@ from typing import Any
 import numpy as np
 import onnx
 
-from infercast.graph import op_group
+from infercast.graph import Graph, op_group
 from infercast.graph.onnx_capture import capture_onnx
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, NORM_KINDS, PLAIN_LAYOUT, as_pointwise_conv
+from infercast.graph.ops import (
+    CONV_KINDS,
+    MATMUL_KINDS,
+    NORM_KINDS,
+    PLAIN_LAYOUT,
+    REORDER,
+    SPLIT,
+    as_pointwise_conv,
+    movement_row,
+)
 
 _LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
+# executed ops that copy slices of their input out (views in PyTorch, copies in ONNX Runtime)
+_SPLIT_OPS = ("Split", "Slice")
 # the domain of the nodes ONNX Runtime's optimiser moved into its blocked channel layout
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 
@@ -101,7 +112,10 @@ def kernel_rows(
             "bytes": sum(c.bytes_read + c.bytes_written for c in covered),
             "latency_ms": float(np.median(times)),
         }
-        if main is not None:
+        moved = _movement(node, alias, captured)
+        if moved is not None:
+            row.update(moved)
+        elif main is not None:
             row.update(_shape_features(main))
             pointwise = as_pointwise_conv(
                 main.kind, _first_shape(main.input_shapes), _first_shape(main.output_shapes)
@@ -112,6 +126,26 @@ def kernel_rows(
                 row["algorithm"] = PLAIN_LAYOUT
         rows.append(row)
     return rows
+
+
+def _movement(node: onnx.NodeProto, alias: dict[str, str], captured: Graph) -> dict[str, Any] | None:
+    """The row of an executed node that only moves data — a layout reorder, a split's copies —
+    with the shapes of the original tensors it reads and writes; None for any other node (or
+    one whose tensors the captured graph does not know)."""
+    if node.op_type in _LAYOUT_OPS:
+        op_type = REORDER
+    elif node.op_type in _SPLIT_OPS:
+        op_type = SPLIT
+    else:
+        return None
+    # a reorder writes its tensor again in the other layout; a split writes its parts
+    names = [node.input[0]] if op_type == REORDER else [node.input[0], *node.output]
+    tensors = [captured.tensors.get(alias.get(t, t)) for t in names]
+    if any(t is None for t in tensors):
+        return None
+    source, *written = tensors
+    targets = [t.shape for t in written] or [source.shape]
+    return movement_row(op_type, source.shape, targets, source.itemsize)
 
 
 class _OriginalGraph:

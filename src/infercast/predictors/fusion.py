@@ -49,10 +49,14 @@ class FusionRules:
     # (at ``all`` in one QuickGelu kernel); counted as one, the kernel regressors priced swish
     # like a ReLU, several times below what a swish network's activation kernels measure
     swish_ops: int = 1
+    # a split or slice copies its parts out (ONNX Runtime's Split and Slice kernels), and tensors
+    # move between the blocked and plain layouts where an op needs the other one
+    # (``predictors.movement``); in PyTorch a split is a view
+    moves_data: bool = False
 
 
 # what every optimisation level of ONNX Runtime does; the levels add fusions to it
-_ORT_ANY = FusionRules(fold_bn=True, swish_ops=2)
+_ORT_ANY = FusionRules(fold_bn=True, swish_ops=2, moves_data=True)
 _ORT = {
     "disabled": _ORT_ANY,
     "basic": _ORT_ANY,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph import OP_GROUPS
+from infercast.graph.ops import MOVEMENT_TYPES
 from infercast.predictors.errors import PredictorError
 
 SHAPE_COLUMNS = (
@@ -40,10 +41,11 @@ def check_op_table(ops: pd.DataFrame, training: bool = False, name: str = "op ta
         raise PredictorError(f"{name} lacks the column(s) {', '.join(missing)} (see docs/formats.md)")
     if ops.empty:
         raise PredictorError(f"{name} has no rows")
-    unknown = sorted(set(ops["op_type"].astype(str)) - set(OP_GROUPS))
+    vocabulary = [*OP_GROUPS, *sorted(MOVEMENT_TYPES)]
+    unknown = sorted(set(ops["op_type"].astype(str)) - set(vocabulary))
     if unknown:
         raise PredictorError(
-            f"{name} has op_type values outside the vocabulary: {unknown} (use {list(OP_GROUPS)})"
+            f"{name} has op_type values outside the vocabulary: {unknown} (use {vocabulary})"
         )
     for column in (*SHAPE_COLUMNS, "bytes", "n_ops", "latency_ms"):
         if column not in ops.columns:

@@ -28,10 +28,11 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph import OP_GROUPS, Graph
+from infercast.graph.ops import MOVEMENT_TYPES
 from infercast.predictors.artifact import inside_folder
 from infercast.predictors.base import Predictor
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.fusion import kernel_table, rules_for
+from infercast.predictors.fusion import rules_for
 from infercast.predictors.groups import group_folds, model_groups
 from infercast.predictors.intervals import Calibration, calibrate_by_difficulty, interval_note, put_interval
 from infercast.predictors.kernel_regressors import (
@@ -48,6 +49,7 @@ from infercast.predictors.kernel_regressors import (
 )
 from infercast.predictors.learners import LEARNERS
 from infercast.predictors.metrics import log_r2_score, regression_metrics
+from infercast.predictors.movement import executed_kernels
 from infercast.predictors.ood import OODDetector
 from infercast.predictors.ood_rules import MODEL_RANGE_COLUMNS, kernel_reason
 from infercast.predictors.optable import as_op_table, e2e_series, kernels
@@ -64,6 +66,14 @@ _MIX_COLUMNS = [
     "absorbed_share",
     *(f"share_{group}" for group in OP_GROUPS),
 ]
+
+
+def _priced(table: pd.DataFrame, priced: set[str]) -> pd.DataFrame:
+    """``table`` without the rows of data-movement kernels (``MOVEMENT_TYPES``) of types not in
+    ``priced``: a route trained on too few of them (or on tables from before they were kept)
+    leaves their time to its overhead model, as it was fitted."""
+    unpriced = table["op_type"].isin(MOVEMENT_TYPES) & ~table["op_type"].isin(priced)
+    return table[~unpriced.to_numpy()].reset_index(drop=True) if unpriced.any() else table
 
 
 class OpWise(Predictor):
@@ -184,6 +194,9 @@ class OpWise(Predictor):
         table = timed(kernels(as_op_table(ops)))
         given_kernels = kernel_ops is not None and len(kernel_ops)
         extra = timed(kernels(as_op_table(kernel_ops))) if given_kernels else table.head(0)
+        counts = pd.concat([table["op_type"], extra["op_type"]]).value_counts()
+        priced = {t for t in MOVEMENT_TYPES if counts.get(t, 0) >= self.min_rows}
+        table, extra = _priced(table, priced), _priced(extra, priced)
         e2e = e2e_series(e2e)
         models = sorted(set(table["model"]) & set(e2e.index))
         if len(models) < MIN_MODELS:
@@ -267,7 +280,7 @@ class OpWise(Predictor):
         """Every kernel of the op table ``ops`` (its ops grouped as the backend executes them)
         with its predicted ``latency_ms``."""
         self.check_fitted()
-        table = kernels(as_op_table(ops))
+        table = _priced(kernels(as_op_table(ops)), set(self.models_))
         regressors = self._regressors(self.kernel_inputs_, self.kernel_target_)
         return table.assign(latency_ms=regressors.predict(table, self.models_))
 
@@ -304,7 +317,7 @@ class OpWise(Predictor):
         the algorithm each convolution runs with there (``fusion.rules_for``)."""
         rules = rules_for(backend, settings, machine)
         ids = [str(i) for i in range(len(graphs))]
-        tables = [kernel_table(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)]
+        tables = [executed_kernels(g, rules, model=i) for i, g in zip(ids, graphs, strict=True)]
         return self.predict(pd.concat(tables, ignore_index=True)).loc[ids].reset_index(drop=True)
 
     def _scored(self, ops: Any, e2e: Any) -> tuple[pd.DataFrame, pd.Series]:

@@ -55,12 +55,14 @@ COPYING_ALIASES = frozenset({"split", "slice"})
 
 @dataclass(frozen=True)
 class Step:
-    """One kernel as ONNX Runtime runs it: the tensors it reads, those it writes (name, bytes)
-    and whether it may write over a dying input of the same size."""
+    """One kernel as ONNX Runtime runs it: the tensors it reads, those it writes (name, bytes),
+    whether it may write over a dying input of the same size, and whether it is a layout reorder
+    (a copy of its one read in the other layout)."""
 
     reads: tuple[str, ...]
     writes: tuple[tuple[str, int], ...]
     in_place: bool
+    reorder: bool = False
 
 
 def _round(size: int, unit: int) -> int:
@@ -96,7 +98,7 @@ class _Layouts:
             self.copies[key] = copy
             self.blocked[copy] = blocked
             size = tensor_bytes(info.shape, info.itemsize, self.block if blocked else 0)
-            self.steps.append(Step((tensor,), ((copy, size),), False))
+            self.steps.append(Step((tensor,), ((copy, size),), False, reorder=True))
         return self.copies[key]
 
     def run_blocked(self, head: Any, reads: list[str]) -> tuple[list[str], bool]:

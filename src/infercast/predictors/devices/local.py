@@ -41,13 +41,15 @@ import numpy as np
 import pandas as pd
 
 from infercast.graph import Graph
+from infercast.graph.ops import MOVEMENT_TYPES
 from infercast.machine import cpu_fingerprint, differences_here, library_version
 from infercast.paths import cache_root
 from infercast.predictors.devices import hosts
 from infercast.predictors.devices.common import DeviceInfo, data_file
 from infercast.predictors.errors import PredictorError
-from infercast.predictors.fusion import kernel_table, ort_blocks, rules_for
+from infercast.predictors.fusion import ort_blocks, rules_for
 from infercast.predictors.host_memory import HostMemory, memory_features
+from infercast.predictors.movement import executed_kernels
 
 NAME = "local"
 CALIBRATION_FILE = "calibration.json"
@@ -76,7 +78,7 @@ KERNEL_KINDS = {
     **{op: op for op in ("conv", "dwconv", "gconv", "linear")},
     **dict.fromkeys(("pool_max", "pool_avg", "global_pool"), "pool"),
     **dict.fromkeys(("add", "mul", "act", "bn"), "elementwise"),
-    **dict.fromkeys(("concat", "other"), "memory"),
+    **dict.fromkeys(("concat", "other", *MOVEMENT_TYPES), "memory"),
 }
 # dense convolutions carry most of a CNN's time: their kind leads every round of the plan
 KIND_ORDER = ("conv", "dwconv", "gconv", "elementwise", "memory", "pool", "linear")
@@ -327,7 +329,7 @@ class LocalDevice:
         standard error of its log (the kinds' weighted alike)."""
         host = self.host
         rules = rules_for(host.backend, host.settings, host.machine)
-        tables = [kernel_table(g, rules, model=str(i)) for i, g in enumerate(graphs)]
+        tables = [executed_kernels(g, rules, model=str(i)) for i, g in enumerate(graphs)]
         kernels = host.routes.opwise.predict_kernels(pd.concat(tables, ignore_index=True))
         there, here = rules.nchwc_block, self.calibration.nchwc_block
         kinds = pd.Series(
