@@ -50,6 +50,38 @@ def _folds(n: int) -> np.ndarray:
     return np.arange(n) % 5
 
 
+def test_kernels_that_each_read_slower_than_they_run_are_told_apart_by_the_signed_form() -> None:
+    """Profiled kernel rows carry the profiler's cost per node: the end-to-end time sits that much
+    per kernel below their sum, which only ``signed_per_kernel`` can follow; its saving is held
+    to the largest share of the kernel sum it took from a training network."""
+    table, times = _kernel_table(80, 4)
+    x = overhead_features(table, times)
+    a, b = 1.02, -0.01
+    noise = np.exp(np.random.default_rng(5).normal(0, 0.003, len(x)))
+    e2e = (a * x["kernel_ms"] + b * x["n_kernels"]).to_numpy() * noise
+
+    signed = AdditiveOverhead("signed_per_kernel").fit(x, e2e)
+    assert signed.costs()["kernel_ms"] == pytest.approx(a, rel=0.03)
+    assert signed.costs()["n_kernels"] == pytest.approx(b, rel=0.1)
+    assert np.median(np.abs(np.exp(signed.predict(x)) / e2e - 1)) < 0.005
+    assert AdditiveOverhead("per_kernel").fit(x, e2e).costs()["n_kernels"] == 0.0  # a cost: never negative
+    _, _, scores = choose(x, e2e, _folds(len(x)))
+    # (the ratio form follows it too here: the saving's share is a function of the mean kernel time)
+    for cost_only in ("factor", "affine", "per_kernel"):
+        assert scores[cost_only]["mean_abs_log_error"] > 2 * scores["signed_per_kernel"]["mean_abs_log_error"]
+    shares = -b * x["n_kernels"] / (a * x["kernel_ms"])
+    assert signed.largest_saving == pytest.approx(shares.max(), rel=0.15)
+    # a network of many more tiny kernels than any training one keeps at least what that allows
+    tiny = overhead_features(
+        pd.DataFrame({"model": ["t"] * 500, "op_type": "conv", "n_ops": 1, "flops": 1e6, "bytes": np.nan}),
+        np.full(500, 0.002),
+    )
+    floor = (1 - signed.largest_saving) * signed.costs()["kernel_ms"] * 1.0 + signed.costs()["one"]
+    assert np.exp(signed.predict(tiny))[0] == pytest.approx(floor, rel=1e-6)
+    again = AdditiveOverhead.from_dict(json.loads(json.dumps(signed.to_dict())))
+    np.testing.assert_array_equal(again.predict(x), signed.predict(x))
+
+
 def test_an_additive_law_with_known_costs_is_recovered() -> None:
     table, times = _kernel_table(80, 0)
     x = overhead_features(table, times)
@@ -63,7 +95,7 @@ def test_an_additive_law_with_known_costs_is_recovered() -> None:
     assert fitted["one"] == pytest.approx(c, rel=0.1)
 
     form, oof, scores = choose(x, e2e, _folds(len(x)))
-    assert form in ("per_kernel", "per_kernel_type") and set(scores) == set(FORMS)
+    assert form in ("per_kernel", "per_kernel_type", "signed_per_kernel") and set(scores) == set(FORMS)
     # the forms without a cost per kernel cannot follow it
     for weaker in ("factor", "affine", "ratio"):
         assert scores[weaker]["mean_abs_log_error"] > 2 * scores[form]["mean_abs_log_error"], scores
@@ -174,7 +206,8 @@ def test_opwise_weighs_the_additive_forms_and_picks_its_kernel_learners(tmp_path
     # the default stacks the forms: those with a cost per kernel take nearly all the weight
     weights = training["overhead_weights"]
     assert training["overhead_form"] == STACK and sum(weights.values()) == pytest.approx(1)
-    assert weights.get("per_kernel", 0) + weights.get("per_kernel_type", 0) >= 0.8, weights
+    per_kernel = ("per_kernel", "per_kernel_type", "signed_per_kernel")
+    assert sum(weights.get(form, 0) for form in per_kernel) >= 0.8, weights
     assert set(training["overhead_cv"]) == {*FORMS, STACK}
     assert set(training["kernel_learners"]) == {"conv", "pooled"}
     assert set(training["kernel_cv_mean_abs_log_error"]["conv"]) == {"xgboost", "lightgbm", "extratrees"}

@@ -9,6 +9,12 @@ forms compete, and grouped cross-validation over the training networks weighs th
 - ``affine``: ``e2e = a·Σ + c`` (a constant per inference);
 - ``per_kernel``: ``e2e = a·Σ + b·n_kernels + c`` (a dispatch cost per kernel);
 - ``per_kernel_type``: ``e2e = a·Σ + Σ_t b_t·n_kernels_t + c`` (a dispatch cost per kernel type);
+- ``signed_per_kernel``: ``per_kernel`` with ``b`` of either sign. Kernel rows timed by a
+  profiler can carry a cost per node (its event records, the caches they disturb) that a run
+  without it does not pay: on this project's Zen 4 VM the end-to-end time of the ONNX Runtime
+  training networks sat a few µs per kernel *below* their profiled kernels' sum, so a network
+  of many small kernels read slow by every non-negative form. A saving never takes away more of ``a·Σ`` than
+  it did on a training network;
 - ``floor``: ``e2e = a·Σ_k max(t_k, d) + c`` (no kernel takes less than ``d`` end to end: a
   dispatch cost the device hides behind a long kernel but not behind a short one).
 
@@ -49,7 +55,10 @@ ADDITIVE_TERMS: dict[str, tuple[str, ...]] = {
     "affine": ("kernel_ms", "one"),
     "per_kernel": ("kernel_ms", "n_kernels", "one"),
     "per_kernel_type": ("kernel_ms", *(f"n_kernels_{group}" for group in OP_GROUPS), "one"),
+    "signed_per_kernel": ("kernel_ms", "n_kernels", "one"),
 }
+# the terms whose weight may be negative, per form (the rest are costs: non-negative)
+SIGNED_TERMS = {"signed_per_kernel": frozenset({"n_kernels"})}
 FORMS = ("ratio", *ADDITIVE_TERMS, "floor")
 STACK = "stack"
 # how simple a form is: the numbers it fits (the ridge of the ratio form one per mix column too)
@@ -168,9 +177,9 @@ class RatioOverhead(Overhead):
 
 
 class AdditiveOverhead(Overhead):
-    """``e2e = Σ_j w_j · term_j`` with ``w ≥ 0``, least squares on relative error. Terms: the
-    kernel sum (its weight is the factor ``a``), kernel counts (costs per kernel, in ms) and
-    ``one`` (the constant per inference, in ms)."""
+    """``e2e = Σ_j w_j · term_j`` with ``w ≥ 0`` (but for the form's ``SIGNED_TERMS``), least
+    squares on relative error. Terms: the kernel sum (its weight is the factor ``a``), kernel
+    counts (costs per kernel, in ms) and ``one`` (the constant per inference, in ms)."""
 
     def __init__(self, form: str = "per_kernel") -> None:
         if form not in ADDITIVE_TERMS:
@@ -178,27 +187,47 @@ class AdditiveOverhead(Overhead):
         self.form = form
         self.terms = list(ADDITIVE_TERMS[form])
         self.coef = np.zeros(len(self.terms))
+        self.largest_saving = 0.0
 
     def fit(self, x: pd.DataFrame, e2e_ms: np.ndarray) -> AdditiveOverhead:
         e2e_ms = np.asarray(e2e_ms, dtype=np.float64)
-        self.coef, _ = _relative_nnls(x[self.terms].to_numpy(dtype=np.float64), e2e_ms)
+        matrix = x[self.terms].to_numpy(dtype=np.float64)
+        signed = np.array([t in SIGNED_TERMS.get(self.form, ()) for t in self.terms])
+        self.coef, _ = _relative_nnls(matrix, e2e_ms, signed)
         if not (self.coef > 0).any():
             raise PredictorError(
                 "the additive overhead fit found no positive cost; the end-to-end table is degenerate"
             )
+        self.largest_saving = float(self._saving_share(matrix).max(initial=0.0))
         return self
+
+    def _saving_share(self, matrix: np.ndarray) -> np.ndarray:
+        """Per network, the share of the factor's time ``a·Σ`` the negative terms take away."""
+        negative = np.minimum(self.coef, 0.0)
+        base = matrix[:, 0] * self.coef[0]
+        return np.divide(-(matrix @ negative), base, out=np.zeros(len(matrix)), where=base > 0)
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
         matrix = x[self.terms].to_numpy(dtype=np.float64)
+        total = matrix @ self.coef
+        if (self.coef < 0).any():
+            total = np.maximum(
+                total, matrix @ np.maximum(self.coef, 0.0) - self.largest_saving * matrix[:, 0] * self.coef[0]
+            )
         # a network with no kernel sum and no cost term in the fit would predict zero
-        return np.log(np.clip(matrix @ self.coef, 1e-9, None))
+        return np.log(np.clip(total, 1e-9, None))
 
     def costs(self) -> dict[str, float]:
         """The fitted coefficients by term (``kernel_ms`` is the factor, the rest milliseconds)."""
         return {term: float(w) for term, w in zip(self.terms, self.coef, strict=True)}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"form": self.form, "terms": self.terms, "coef": self.coef.tolist()}
+        return {
+            "form": self.form,
+            "terms": self.terms,
+            "coef": self.coef.tolist(),
+            "largest_saving": self.largest_saving,
+        }
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> AdditiveOverhead:
@@ -208,21 +237,27 @@ class AdditiveOverhead(Overhead):
                 f"overhead terms {saved['terms']} differ from this infercast's {additive.terms}"
             )
         additive.coef = np.asarray(saved["coef"], dtype=np.float64)
+        additive.largest_saving = float(saved.get("largest_saving", 0.0))
         return additive
 
 
-def _relative_nnls(matrix: np.ndarray, e2e_ms: np.ndarray) -> tuple[np.ndarray, float]:
-    """Non-negative weights of ``matrix``'s columns minimising the squared relative error against
-    ``e2e_ms``, and that error's sum."""
-    from scipy.optimize import nnls
+def _relative_nnls(
+    matrix: np.ndarray, e2e_ms: np.ndarray, signed: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
+    """Weights of ``matrix``'s columns minimising the squared relative error against ``e2e_ms``,
+    non-negative but where ``signed`` says otherwise, and that error's sum."""
+    from scipy.optimize import lsq_linear, nnls
 
-    # columns scaled to unit size so that nnls's tolerance treats ms and counts alike
+    # columns scaled to unit size so that the solver's tolerance treats ms and counts alike
     scale = np.abs(matrix / e2e_ms[:, None]).max(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    solution, residual = nnls(
-        matrix / e2e_ms[:, None] / scale, np.ones(len(e2e_ms)), maxiter=50 * matrix.shape[1]
-    )
-    return solution / scale, float(residual**2)
+    scaled, ones = matrix / e2e_ms[:, None] / scale, np.ones(len(e2e_ms))
+    if signed is None or not signed.any():
+        solution, residual = nnls(scaled, ones, maxiter=50 * matrix.shape[1])
+        return solution / scale, float(residual**2)
+    lower = np.where(signed, -np.inf, 0.0)
+    solution = lsq_linear(scaled, ones, bounds=(lower, np.inf)).x
+    return solution / scale, float(np.sum((scaled @ solution - ones) ** 2))
 
 
 class FloorOverhead(Overhead):
