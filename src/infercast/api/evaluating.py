@@ -9,10 +9,10 @@ import numpy as np
 
 from infercast.datasets import resolve_platform, store_tables, training_data
 from infercast.errors import InfercastError
-from infercast.predictors.bundle import OPWISE_ESTIMATE, PredictorBundle
+from infercast.predictors.bundle import PredictorBundle
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.metrics import regression_metrics
-from infercast.predictors.routes import COMBINED, OPWISE, label
+from infercast.predictors.routes import COMBINED, OPWISE, OPWISE_ESTIMATE, label
 from infercast.store import Store
 
 

@@ -30,14 +30,14 @@ from infercast.files import check_replaceable, replaced_directory
 from infercast.paths import check_output_dir
 from infercast.predictors.artifact import PlatformInfo
 from infercast.predictors.blend import CascadeBlend
-from infercast.predictors.bundle import OPWISE_ESTIMATE, PredictorBundle
+from infercast.predictors.bundle import PredictorBundle
 from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.folds import stratified_split
 from infercast.predictors.optable import check_e2e_table, check_op_table
 from infercast.predictors.opwise import MIN_MODELS, OpWise
-from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL, label
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, OPWISE_ESTIMATE, PHYSICAL, label
 from infercast.store import Store
 from infercast.tables import read_table
 

@@ -30,13 +30,20 @@ from infercast.predictors.data import feature_frame
 from infercast.predictors.devices.features import device_feature_frame
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.ood import either_ood
-from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL, geometric_mean, route_key
+from infercast.predictors.routes import (
+    BLEND,
+    COMBINED,
+    MEAN,
+    OPWISE,
+    OPWISE_ESTIMATE,
+    PHYSICAL,
+    geometric_mean,
+    route_key,
+)
 
 # the routes a bundle may hold beside the main predictor, each in a directory of its own
 ROUTE_DIRS: dict[str, str] = {OPWISE: "opwise", COMBINED: "combined", PHYSICAL: "physical"}
 RANKING_FILE = "routes.json"
-# the column the combined route reads the op-wise route's log estimate from
-OPWISE_ESTIMATE = "log_opwise_ms"
 
 
 @dataclass

@@ -4,10 +4,10 @@ read, and the geometric mean of several routes' predictions of the same models.
 Routes whose errors have different causes (the blend follows networks like its training configs,
 the op-wise route adds up kernels seen in other networks, Σ cost × work adds up a network's work
 at fitted rates) fail on different networks, and in log space their mean cancels part of each
-one's error. Chosen on training configs alone (benchmarks/host_card.py, RESULTS.md "Host CPU"):
-with a whole design space held out, the mean of the three had the lowest worst-case median error
-of the routes whose interval held (op-wise and Σ cost × work alone had lower errors, but their
-intervals covered 47 % and 38 % of a held-out design space; the mean's 98 %).
+one's error. Which route a shipped host shows is chosen on its training configs alone
+(benchmarks/host_card.py, RESULTS.md "Host CPU"): with a whole design space held out, the lowest
+worst-case median error among the routes whose interval held — the mean of the three for the
+first host, the blend given the op-wise estimate (``combined``) for the Zen 4 one.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the labels are read by command lines that never predict
     import pandas as pd
 
 BLEND, OPWISE, COMBINED, PHYSICAL, MEAN = "blend", "opwise", "combined", "physical", "mean"
+# the column the combined route reads the op-wise route's log estimate from
+OPWISE_ESTIMATE = "log_opwise_ms"
 # a figure of the op-wise route on the phones' own measured op rows (a card's, not a user's route)
 OPWISE_OWN_OPS = "opwise-own-ops"
 # route → what a table, a card or a report shows

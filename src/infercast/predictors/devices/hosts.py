@@ -19,15 +19,17 @@ The predictor is three routes: the cascade blend on graph features and the op-wi
 trained (``data/routes/<device>.zip``: XGBoost JSON, LightGBM text, forest JSON; training them on
 first use made a first prediction slow), and the Σ cost × work model on device features
 (``predictors.physical``, as for the phones) of the configs and the kernel networks, fitted on
-every use. Its
-latency is their geometric mean. Their errors have different causes (the blend follows networks
-like the training ones; the op-wise route adds up kernels it has seen in other networks; Σ cost ×
-work adds up the network's work at fitted rates), and the choice was made on the training configs
-alone (benchmarks/host_card.py, RESULTS.md "Host CPU"): with either design space held out
-entirely, the three-route mean's worst median error is 15.8 % (the blend 29.9 %, the two-route
-mean 20.5 %); the op-wise route and Σ cost × work alone have lower ones (8.6 %, 8.4 %), but their
-intervals covered 47 % and 38 % of the held-out ``mobile-nas`` configs, where the mean's (the span
-of the three routes' intervals) covered 98 %. A graph any route finds
+first use. Their errors have different causes (the blend follows networks like the training
+ones; the op-wise route adds up kernels it has seen in other networks; Σ cost × work adds up the
+network's work at fitted rates). Which one a host's latency is (its ``route`` in
+``data/ort_cpu.json``) is chosen on its training configs alone by ``benchmarks/host_card.py``
+(RESULTS.md "Host CPU"): the lowest worst-case median error, either design space held out
+entirely, among the routes whose interval holds. For ``epyc-2core`` that was the geometric mean
+of the three (worst median error 15.8 %; the op-wise route and Σ cost × work alone had lower
+ones, 8.6 % and 8.4 %, but their intervals covered 47 % and 38 % of the held-out ``mobile-nas``
+configs, the mean's span of the three intervals 98 %); for ``epyc-zen4-2core``, once the
+op-wise route priced ONNX Runtime's layout copies and splits, the blend given the op-wise
+estimate (``combined``, shipped trained with the other two). A graph any route finds
 unusual is ``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
 features with a closed form for a million candidates.
 """
@@ -39,6 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from infercast.features import featurize
@@ -55,9 +58,19 @@ from infercast.predictors.devices.common import (
 from infercast.predictors.devices.common import ship as ship_trained
 from infercast.predictors.devices.costs import fit_configs_and_kernels
 from infercast.predictors.devices.features import DEVICE_FEATURES, device_feature_frame
+from infercast.predictors.errors import PredictorError
+from infercast.predictors.ood import either_ood
 from infercast.predictors.opwise import OpWise
 from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import MEAN, geometric_mean
+from infercast.predictors.routes import (
+    BLEND,
+    COMBINED,
+    MEAN,
+    OPWISE,
+    OPWISE_ESTIMATE,
+    PHYSICAL,
+    geometric_mean,
+)
 
 if TYPE_CHECKING:
     from infercast.predictors.blend import CascadeBlend
@@ -73,6 +86,8 @@ INPUT_SIDE = None
 # and 100 trees instead of choosing among three with 400; the blend with the NB201 devices' counts.
 # One overhead form, as when the card was measured: the card's real networks were measured on that
 # host, and a route trained otherwise would ship with a card that no longer describes it
+# the routes a host's ``route`` may name
+SHIPPABLE = (MEAN, COMBINED, BLEND, OPWISE, PHYSICAL)
 OPWISE_PARAMS = {"kernel_learner": "xgboost", "n_estimators": 100, "overhead": "auto"}
 BLEND_PARAMS = {"n_estimators": 200, "forest_estimators": 100}
 
@@ -169,23 +184,35 @@ def physical(name: str) -> PhysicalLatency:
 
 
 class Routes:
-    """The two trained routes, saved as two predictor directories under one folder."""
+    """The trained routes, saved as predictor directories under one folder: the blend, the
+    op-wise route and, for a host that ships it, the blend given the op-wise estimate."""
 
-    def __init__(self, blend: CascadeBlend, opwise: OpWise) -> None:
+    def __init__(self, blend: CascadeBlend, opwise: OpWise, combined: CascadeBlend | None = None) -> None:
         self.blend = blend
         self.opwise = opwise
+        self.combined = combined
 
     def save(self, folder: Path, name: str) -> None:
         self.blend.save(folder / "blend", {"device": name})
         self.opwise.save(folder / "opwise", {"device": name})
-        (folder / "meta.json").write_text(json.dumps({"device": name, "route": MEAN}))
+        if self.combined is not None:
+            self.combined.save(folder / COMBINED, {"device": name})
+        (folder / "meta.json").write_text(json.dumps({"device": name, "route": route(name)}))
 
     @classmethod
     def load(cls, folder: Path) -> Routes:
         # the blend's module imports pandas and the blend's machinery: listing the devices never loads it
         from infercast.predictors.blend import CascadeBlend
 
-        return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"))
+        combined = CascadeBlend.load(folder / COMBINED) if (folder / COMBINED).is_dir() else None
+        return cls(CascadeBlend.load(folder / "blend"), OpWise.load(folder / "opwise"), combined)
+
+
+def route(name: str) -> str:
+    """The route host ``name`` ships (``data/ort_cpu.json``; the geometric mean of three where it
+    names none): the one ``benchmarks/host_card.py`` finds with the lowest worst-case median
+    error, a design space held out, among those whose interval holds."""
+    return str(hosts()[name].get("route", MEAN))
 
 
 def ship(name: str) -> Path:
@@ -203,12 +230,19 @@ def train_routes(name: str) -> Routes:
     x, e2e, ops, kernel_ops = training_tables(name)
     blend = CascadeBlend(order=("latency",), seed=0, **BLEND_PARAMS).fit(x, e2e[["latency_ms"]])
     opwise = OpWise(seed=0, **OPWISE_PARAMS).fit(ops, e2e[["model", "latency_ms"]], kernel_ops=kernel_ops)
-    return Routes(blend, opwise)
+    combined = None
+    if route(name) == COMBINED:
+        # as `infercast train` stacks them: the op-wise estimate of each config out-of-fold
+        estimate = np.log(opwise.oof_latency_ms_.reindex(e2e["model"]).to_numpy(dtype=np.float64))
+        combined = CascadeBlend(order=("latency",), estimates=(OPWISE_ESTIMATE,), seed=0, **BLEND_PARAMS)
+        combined.fit(x.assign(**{OPWISE_ESTIMATE: estimate}), e2e[["latency_ms"]])
+    return Routes(blend, opwise, combined)
 
 
 class OrtCpuDevice:
-    """A host measured by this project: the shipped blend and op-wise routes, and the Σ cost ×
-    work route fitted on first use."""
+    """A host measured by this project: the shipped blend and op-wise routes (and the blend given
+    the op-wise estimate, where the host ships it), and the Σ cost × work route fitted on first
+    use; its latency is the host's ``route``, the others beside it."""
 
     def __init__(self, name: str) -> None:
         self.info = _info(name)
@@ -217,6 +251,12 @@ class OrtCpuDevice:
         # hosts shipped before op rows named the layout carry no block: one algorithm, as trained
         self.machine = {"nchwc_block": int(hosts()[name].get("nchwc_block", 0))}
         self.routes = load_packed(routes_archive(name), Routes.load)
+        self.route = route(name)
+        if self.route not in SHIPPABLE or (self.route == COMBINED and self.routes.combined is None):
+            raise PredictorError(
+                f"{name}: data/ort_cpu.json names route {self.route!r}, which its shipped routes cannot "
+                f"give (a host ships one of {', '.join(SHIPPABLE)}); rebuild them with hosts.ship"
+            )
         self.physical = physical(name)
 
     def predict_graphs(self, graphs: list[Graph]) -> pd.DataFrame:
@@ -224,12 +264,23 @@ class OrtCpuDevice:
         blend = self.routes.blend.predict(x).reset_index(drop=True)
         opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings, self.machine)
         by_work = self.physical.predict(device_feature_frame(graphs))
-        mean = geometric_mean(blend, opwise, by_work.reset_index(drop=True))
-        return mean.assign(
-            route=MEAN,
+        routes = {BLEND: blend, OPWISE: opwise, PHYSICAL: by_work.reset_index(drop=True)}
+        routes[MEAN] = geometric_mean(*routes.values())
+        if self.routes.combined is not None:
+            estimate = np.log(opwise["latency_ms"].to_numpy(dtype=np.float64))
+            both = self.routes.combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate})).reset_index(
+                drop=True
+            )
+            # the op-wise estimate is an input: its doubts are the combined route's too
+            both["ood"], both["ood_reason"] = either_ood(both, opwise)
+            routes[COMBINED] = both
+        shown = routes[self.route][["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]]
+        return shown.assign(
+            route=self.route,
             model_level_ms=blend["latency_ms"].to_numpy(),
             opwise_ms=opwise["latency_ms"].to_numpy(),
             physical_ms=by_work["latency_ms"].to_numpy(),
+            **({"combined_ms": routes[COMBINED]["latency_ms"].to_numpy()} if COMBINED in routes else {}),
         )
 
 
