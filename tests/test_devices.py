@@ -36,7 +36,7 @@ from infercast.predictors.devices.common import data_digest
 from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import BLEND, MEAN, OPWISE, PHYSICAL
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL
 from infercast.store import Store
 
 from .conftest import requires_pytorchcv
@@ -281,6 +281,26 @@ def test_the_hosts_own_predictor_ships_trained_and_predicts_any_graph(tmp_path, 
     assert (
         infercast.predict(bigger, device=name, input_shape=(1, 3, 160, 160))["latency_ms"] > one["latency_ms"]
     )
+
+
+def test_a_host_ships_the_route_its_training_configs_chose(tmp_path, monkeypatch) -> None:
+    """The Zen 4 host shows the blend given its op-wise estimate (the other routes beside it),
+    and its op-wise route prices ONNX Runtime's layout copies and splits; a host whose metadata
+    names a route its archive cannot give is refused by name."""
+    monkeypatch.setenv("INFERCAST_CACHE", str(tmp_path))
+    name = "epyc-zen4-2core/ort-cpu"
+    device = hosts.load(name)
+    assert hosts.route(name) == COMBINED == device.route and hosts.route("epyc-2core/ort-cpu") == MEAN
+    assert {"reorder", "split"} <= set(device.routes.opwise.models_)
+    net = nn.Sequential(nn.Conv2d(3, 40, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(40, 32, 1))
+    row = device.predict_graphs([infercast.capture(net, input_shape=(1, 3, 64, 64))]).iloc[0]
+    assert row["route"] == COMBINED and row["latency_ms"] == row["combined_ms"]
+    assert row["latency_ms_low"] < row["latency_ms"] < row["latency_ms_high"]
+    assert {"model_level_ms", "opwise_ms", "physical_ms"} <= set(row.index)
+    meta = {**hosts.hosts()[name], "route": "nonsense"}
+    monkeypatch.setattr(hosts, "hosts", lambda: {name: meta})
+    with pytest.raises(PredictorError, match="names route 'nonsense'"):
+        hosts.load(name)
 
 
 def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monkeypatch) -> None:
