@@ -318,6 +318,13 @@ def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monk
     table = pd.read_parquet(shipped[hosts.CONFIGS_FILE])
     assert table["device"].value_counts().to_dict() == {"test/host": len(configs), "test/other": 3}
     assert set(json.loads(shipped[hosts.META_FILE].read_text())["devices"]) == {"test/host", "test/other"}
+    # the route benchmarks/host_card.py chose stays when the tables are rebuilt, until it chooses again
+    meta = json.loads(shipped[hosts.META_FILE].read_text())
+    meta["devices"]["test/host"]["route"] = COMBINED
+    shipped[hosts.META_FILE].write_text(json.dumps(meta))
+    write_host("test/host", configs, ops, kernels, host)
+    devices = json.loads(shipped[hosts.META_FILE].read_text())["devices"]
+    assert devices["test/host"]["route"] == COMBINED and "route" not in devices["test/other"]
     carb = space.get("carb-resnet")
     row = carb.config_rows(carb.sample(1, seed=9))[0] | {"id": "zoo", "model": "pytorchcv:resnet18"}
     with Store(made["db"]) as store:

@@ -190,9 +190,11 @@ def write_host(
         tables.append((path, pd.concat([kept[kept["device"] != name], rows.assign(device=name)])))
     meta = data_file(hosts.META_FILE)
     devices = json.loads(meta.read_text())["devices"] if meta.is_file() else {}
+    # the route benchmarks/host_card.py chose stays until it chooses again on the new tables
+    chosen = {"route": devices[name]["route"]} if "route" in devices.get(name, {}) else {}
     for path, table in tables:
         table.reset_index(drop=True).to_parquet(path, index=False)
-    meta.write_text(json.dumps({"devices": {**devices, name: host}}, indent=1) + "\n")
+    meta.write_text(json.dumps({"devices": {**devices, name: {**host, **chosen}}}, indent=1) + "\n")
 
 
 def ship_gpu_routes() -> list[Path]:
