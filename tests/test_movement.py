@@ -114,3 +114,42 @@ def test_a_route_trained_with_reorders_prices_them_and_one_trained_without_leave
     few = ops[(ops["op_type"] == "conv") | (ops.index < 60)]
     sparse = OpWise(n_estimators=30, kernel_learner="xgboost", overhead="ratio", n_jobs=1, min_rows=1000)
     assert "reorder" not in sparse.fit(few, e2e).models_
+
+
+def test_a_store_profiled_before_movement_rows_were_named_gets_them_named(tmp_path, monkeypatch) -> None:
+    """tools/movement_rows.py: rows an earlier infercast stored as ``other`` without shapes take
+    the type, shapes and bytes a profile now gives them, their measured latency kept."""
+    import json
+    import sqlite3
+
+    from tools import movement_rows
+
+    from infercast.measurement import measure_model_strings
+    from infercast.measurement.backends.ort_cpu import nchwc_block
+    from infercast.measurement.protocol import Protocol
+
+    if not nchwc_block():
+        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU: no reorders to name")
+    db = tmp_path / "runs.db"
+    models = [  # a split's copies; a blocked convolution between layout reorders
+        "space:kernels?act=none&batch=1&cin=40&cout=40&groups=2&kernel=1&op=split&side=14&stride=1",
+        "space:kernels?act=relu&batch=1&cin=32&cout=48&groups=1&kernel=3&op=conv&side=14&stride=1",
+    ]
+    fast = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=6, cap_s=1.0, timeout_s=120, group=3)
+    for result in measure_model_strings(models, "ort-cpu", fast, db=db, op_runs=2, energy=False):
+        assert "failure" not in result, result
+    with sqlite3.connect(db) as connection:
+        stored = {i: json.loads(r) for i, r in connection.execute("SELECT id, row FROM op_measurements")}
+        named = {i: r for i, r in stored.items() if r["op_type"] in MOVEMENT_TYPES}
+        assert {r["op_type"] for r in named.values()} == {"reorder", "split"}
+        for i, row in named.items():  # as an earlier infercast stored them
+            old = {
+                k: v for k, v in row.items() if k not in ("h_in", "w_in", "c_in", "h_out", "w_out", "c_out")
+            }
+            old.update(op_type="other", bytes=0)
+            connection.execute("UPDATE op_measurements SET row = ? WHERE id = ?", (json.dumps(old), i))
+    monkeypatch.setattr("sys.argv", ["movement_rows.py", "--db", str(db)])
+    movement_rows.main()
+    with sqlite3.connect(db) as connection:
+        again = {i: json.loads(r) for i, r in connection.execute("SELECT id, row FROM op_measurements")}
+    assert again == stored
