@@ -86,10 +86,10 @@ INPUT_SIDE = None
 # and 100 trees instead of choosing among three with 400; the blend with the NB201 devices' counts.
 # One overhead form, as when the card was measured: the card's real networks were measured on that
 # host, and a route trained otherwise would ship with a card that no longer describes it
-# the routes a host's ``route`` may name
-SHIPPABLE = (MEAN, COMBINED, BLEND, OPWISE, PHYSICAL)
 OPWISE_PARAMS = {"kernel_learner": "xgboost", "n_estimators": 100, "overhead": "auto"}
 BLEND_PARAMS = {"n_estimators": 200, "forest_estimators": 100}
+# the routes a host's ``route`` may name
+SHIPPABLE = (MEAN, COMBINED, BLEND, OPWISE, PHYSICAL)
 
 
 @cache
