@@ -20,8 +20,8 @@ from .helpers import conv_kernel_row
 
 class _SplitBlocks(torch.nn.Module):
     """ShuffleNetV2's pattern without its shuffle: split the channels, convolve one half, concat
-    (ONNX Runtime splits and concatenates in the plain layout between blocked convolutions), and
-    a max pool on channels that fill no whole block."""
+    (ONNX Runtime splits and concatenates in the plain layout between blocked convolutions), a
+    max pool on channels that fill no whole block, and a swish at the end."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,7 +34,9 @@ class _SplitBlocks(torch.nn.Module):
         for branch in self.branches:
             a, b = x.chunk(2, dim=1)
             x = torch.cat([a, torch.relu(branch(b))], dim=1)
-        return self.head(x)
+        # a swish ONNX Runtime runs blocked renames its output: the reorder out writes the original
+        y = self.head(x)
+        return y * torch.sigmoid(y)
 
 
 def _moved(table: pd.DataFrame) -> list[tuple]:

@@ -138,14 +138,19 @@ def _movement(node: onnx.NodeProto, alias: dict[str, str], captured: Graph) -> d
         op_type = SPLIT
     else:
         return None
-    # a reorder writes its tensor again in the other layout; a split writes its parts
-    names = [node.input[0]] if op_type == REORDER else [node.input[0], *node.output]
-    tensors = [captured.tensors.get(alias.get(t, t)) for t in names]
+    if op_type == REORDER:
+        # the tensor it writes again in the other layout: named by its input (a blocked node's
+        # output, aliased to the original tensor) or, where that node renamed it, by its output
+        known = [captured.tensors.get(alias.get(t, t)) for t in (node.input[0], node.output[0])]
+        source = next((t for t in known if t is not None), None)
+        return (
+            None if source is None else movement_row(op_type, source.shape, [source.shape], source.itemsize)
+        )
+    tensors = [captured.tensors.get(alias.get(t, t)) for t in (node.input[0], *node.output)]
     if any(t is None for t in tensors):
         return None
     source, *written = tensors
-    targets = [t.shape for t in written] or [source.shape]
-    return movement_row(op_type, source.shape, targets, source.itemsize)
+    return movement_row(op_type, source.shape, [t.shape for t in written], source.itemsize)
 
 
 class _OriginalGraph:
