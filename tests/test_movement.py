@@ -70,6 +70,12 @@ def test_the_reorders_and_splits_worked_out_are_those_onnx_runtime_ran() -> None
     own = whole[~whole["op_type"].isin(list(MOVEMENT_TYPES))]
     assert len(whole) == len(own) + len(predicted)
     assert not set(own["kernel"]) & set(predicted["kernel"])
+    # the max pool on 40 channels (no whole block) ran in the plain layout, and both say so
+
+    def pools(table: pd.DataFrame) -> list[str]:
+        return list(table.loc[table["op_type"] == "pool_max", "algorithm"].fillna(""))
+
+    assert pools(profiled) == pools(whole) == ["nchw"]
 
 
 def _tables(n_models: int, with_movement: bool, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,8 +125,9 @@ def test_a_route_trained_with_reorders_prices_them_and_one_trained_without_leave
 
 
 def test_a_store_profiled_before_movement_rows_were_named_gets_them_named(tmp_path, monkeypatch) -> None:
-    """tools/movement_rows.py: rows an earlier infercast stored as ``other`` without shapes take
-    the type, shapes and bytes a profile now gives them, their measured latency kept."""
+    """tools/movement_rows.py: rows an earlier infercast stored as ``other`` without shapes, and
+    pools it did not say ran in the plain layout, take the type, shapes, bytes and algorithm a
+    profile now gives them, their measured latency kept."""
     import json
     import sqlite3
 
@@ -133,9 +140,10 @@ def test_a_store_profiled_before_movement_rows_were_named_gets_them_named(tmp_pa
     if not nchwc_block():
         pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU: no reorders to name")
     db = tmp_path / "runs.db"
-    models = [  # a split's copies; a blocked convolution between layout reorders
+    models = [  # a split's copies; a blocked convolution between layout reorders; a plain pool
         "space:kernels?act=none&batch=1&cin=40&cout=40&groups=2&kernel=1&op=split&side=14&stride=1",
         "space:kernels?act=relu&batch=1&cin=32&cout=48&groups=1&kernel=3&op=conv&side=14&stride=1",
+        "space:kernels?act=none&batch=1&cin=40&cout=40&groups=1&kernel=3&op=pool_max&side=14&stride=2",
     ]
     fast = Protocol(warmup_s=0.1, round_s=0.05, min_rounds=3, max_rounds=6, cap_s=1.0, timeout_s=120, group=3)
     for result in measure_model_strings(models, "ort-cpu", fast, db=db, op_runs=2, energy=False):
@@ -150,6 +158,10 @@ def test_a_store_profiled_before_movement_rows_were_named_gets_them_named(tmp_pa
             }
             old.update(op_type="other", bytes=0)
             connection.execute("UPDATE op_measurements SET row = ? WHERE id = ?", (json.dumps(old), i))
+        [(i, pool)] = [(i, r) for i, r in stored.items() if r["op_type"] == "pool_max"]
+        assert pool.get("algorithm") == "nchw"
+        old = {k: v for k, v in pool.items() if k != "algorithm"}
+        connection.execute("UPDATE op_measurements SET row = ? WHERE id = ?", (json.dumps(old), i))
     monkeypatch.setattr("sys.argv", ["movement_rows.py", "--db", str(db)])
     movement_rows.main()
     with sqlite3.connect(db) as connection:

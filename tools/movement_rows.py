@@ -1,9 +1,10 @@
-"""Name the data-movement kernels of a store's ONNX Runtime op profiles made before they were
-named: a profile then kept a layout reorder (``ReorderInput`` / ``ReorderOutput``) or a Split
-as an ``other`` row without shapes, which the op-wise route could not price. For each profiled
-measurement the model is exported and optimised again (not run: the same export and ONNX
-Runtime version name their nodes alike), and each such row takes the op type, shapes and bytes
-that ``measurement.ops`` now reads, its measured latency kept. A profile whose kernels the
+"""Bring a store's ONNX Runtime op profiles made by an earlier infercast to what a profile now
+records: a layout reorder (``ReorderInput`` / ``ReorderOutput``) or a Split was kept as an
+``other`` row without shapes, which the op-wise route could not price, and a max or average
+pool that ran in the plain layout was not named so (``algorithm``). For each such profile the
+model is exported and optimised again (not run: the same export and ONNX Runtime version name
+their nodes alike), and those rows take the op type, shapes, bytes and algorithm that
+``measurement.ops`` now reads, their measured latency kept. A profile whose kernels the
 optimised graph does not all name is left as it was and counted.
 
     python tools/movement_rows.py --db DB [--platform ID]
@@ -27,8 +28,11 @@ from infercast.graph.ops import MOVEMENT_TYPES
 from infercast.measurement.backends.ort_cpu import OrtCpuBackend, nchwc_block
 from infercast.measurement.ops import kernel_rows
 from infercast.models import load_model
+from infercast.predictors.optable import ALGORITHM
 
 MOVING = ("ReorderInput", "ReorderOutput", "Split", "Slice")
+# the op types of windowed pools, whose layout a profile names now
+POOLS = ("pool_max", "pool_avg")
 
 
 def optimised(backend: OrtCpuBackend, model: str) -> tuple[onnx.ModelProto, onnx.ModelProto, tuple[int, ...]]:
@@ -46,7 +50,8 @@ def optimised(backend: OrtCpuBackend, model: str) -> tuple[onnx.ModelProto, onnx
 
 
 def named_rows(connection: sqlite3.Connection, platform: str | None) -> dict[int, list[tuple[int, dict]]]:
-    """Per measurement, its stored op rows that moved data and have no movement type yet."""
+    """Per measurement, its stored op rows that moved data and have no movement type yet, and its
+    windowed pools that name no layout."""
     query = (
         "SELECT o.id, o.measurement_id, o.row FROM op_measurements o JOIN measurements m "
         "ON m.id = o.measurement_id" + (" WHERE m.platform_id = ?" if platform else "")
@@ -54,7 +59,8 @@ def named_rows(connection: sqlite3.Connection, platform: str | None) -> dict[int
     rows: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     for row_id, measurement, text in connection.execute(query, (platform,) if platform else ()):
         row = json.loads(text)
-        if row.get("executed_op") in MOVING and row.get("op_type") not in MOVEMENT_TYPES:
+        unnamed = row.get("executed_op") in MOVING and row.get("op_type") not in MOVEMENT_TYPES
+        if unnamed or (row.get("op_type") in POOLS and not row.get(ALGORITHM)):
             rows[measurement].append((row_id, row))
     return rows
 
@@ -81,12 +87,12 @@ def main() -> None:
             continue
         for row_id, row in stored:
             new: dict[str, Any] = named[row["kernel"]]
-            if new.get("op_type") in MOVEMENT_TYPES:
+            if new.get("op_type") in MOVEMENT_TYPES or new.get(ALGORITHM):
                 row.update({k: v for k, v in new.items() if k not in ("latency_ms", "node_index")})
                 connection.execute(
                     "UPDATE op_measurements SET row = ? WHERE id = ?", (json.dumps(row), row_id)
                 )
-                counts[new["op_type"]] += 1
+                counts[new["op_type"] + (f".{new[ALGORITHM]}" if new.get(ALGORITHM) else "")] += 1
         connection.commit()
         print(f"\r{number}/{len(pending)} profiles", end="", flush=True)
     print()

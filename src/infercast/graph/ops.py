@@ -29,9 +29,12 @@ Shape = tuple[int, ...]
 
 CONV_KINDS = frozenset({"conv", "dwconv", "gconv", "deconv"})
 MATMUL_KINDS = frozenset({"linear", "matmul"})
-# the algorithm an op table names for a convolution ONNX Runtime ran in its plain NCHW layout on a
-# CPU where it runs the others in its blocked NCHWc one: several times slower per FLOP there
+# the algorithm an op table names for a convolution or windowed pool ONNX Runtime ran in its plain
+# NCHW layout on a CPU where it runs the others in its blocked NCHWc one: several times slower per
+# FLOP there
 PLAIN_LAYOUT = "nchw"
+# pools over a window, which ONNX Runtime runs blocked only when their channels fill whole blocks
+WINDOW_POOL_KINDS = frozenset({"max_pool", "avg_pool"})
 ACTIVATION_KINDS = frozenset(
     {
         "relu",

@@ -28,6 +28,7 @@ from infercast.graph.ops import (
     PLAIN_LAYOUT,
     REORDER,
     SPLIT,
+    WINDOW_POOL_KINDS,
     as_pointwise_conv,
     movement_row,
 )
@@ -122,7 +123,8 @@ def kernel_rows(
             )
             row.update(pointwise or {})
             # a GEMM (a pointwise product) runs unblocked as much as a plain-layout convolution
-            if blocked and (pointwise or (main.kind in CONV_KINDS and node.domain != NCHWC_DOMAIN)):
+            laid_out = CONV_KINDS | WINDOW_POOL_KINDS
+            if blocked and (pointwise or (main.kind in laid_out and node.domain != NCHWC_DOMAIN)):
                 row["algorithm"] = PLAIN_LAYOUT
         rows.append(row)
     return rows

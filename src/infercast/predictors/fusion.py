@@ -30,7 +30,15 @@ from typing import Any
 import pandas as pd
 
 from infercast.graph import Graph, op_group
-from infercast.graph.ops import CONV_KINDS, MATMUL_KINDS, PLAIN_LAYOUT, as_pointwise_conv, is_alias, kind_of
+from infercast.graph.ops import (
+    CONV_KINDS,
+    MATMUL_KINDS,
+    PLAIN_LAYOUT,
+    WINDOW_POOL_KINDS,
+    as_pointwise_conv,
+    is_alias,
+    kind_of,
+)
 from infercast.predictors.optable import ALGORITHM, REQUIRED_OP_COLUMNS, SHAPE_COLUMNS
 
 _CONV_ACTIVATIONS = frozenset({"relu", "relu6", "clip", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"})
@@ -195,14 +203,16 @@ def _kernel_row(node: Any, rules: FusionRules, model: str, kernel_index: int) ->
     kernel = node.attrs.get("kernel")
     stride = node.attrs.get("stride")
     groups = node.attrs.get("groups", 1 if node.kind in CONV_KINDS else None)
-    # a transposed convolution has no blocked kernel
-    plain = (
-        rules.nchwc_block > 0
-        and node.kind in CONV_KINDS
-        and (
-            node.kind == "deconv"
-            or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
+    # a transposed convolution has no blocked kernel; a windowed pool one only on whole blocks
+    plain = rules.nchwc_block > 0 and (
+        (
+            node.kind in CONV_KINDS
+            and (
+                node.kind == "deconv"
+                or not ort_blocks(int(inp[1]), int(out[1]), int(groups or 1), rules.nchwc_block)
+            )
         )
+        or (node.kind in WINDOW_POOL_KINDS and len(inp) == 4 and int(inp[1]) % rules.nchwc_block != 0)
     )
     pointwise = as_pointwise_conv(node.kind, inp, out)
     if pointwise is not None:  # a GEMM, not a blocked convolution
