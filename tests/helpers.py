@@ -13,6 +13,7 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -260,3 +261,26 @@ def conv_kernel_row(model: str, kernel: str, rng: np.random.Generator) -> dict:
         "groups": 1,
         "flops": 2 * c_in * c_out * h * h * size * size,
     }
+
+
+def blocked_profile(module: torch.nn.Module, input_shape: tuple[int, ...]) -> tuple[list[dict], Any, dict]:
+    """ONNX Runtime's kernel rows of ``module`` (profiled at level ``all``), its captured graph
+    and the fusion rules of this CPU; the test is skipped where ONNX Runtime blocks nothing."""
+    import pytest
+
+    from infercast.graph import capture
+    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
+    from infercast.measurement.ops import profile_ort
+    from infercast.models import load_model
+    from infercast.predictors.fusion import rules_for
+
+    backend = OrtCpuBackend(opt_level="all")
+    machine = backend.machine_facts()
+    if not machine.get("nchwc_block"):
+        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU")
+    loaded = load_model(module.eval(), input_shape)
+    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
+    options = backend.session_options()
+    rows = profile_ort(onnx_bytes(loaded), options, backend.providers, feed, 2, blocked=True)
+    graph = capture(loaded.module, loaded.input_shape)
+    return rows, graph, rules_for("ort-cpu", backend.settings, machine)

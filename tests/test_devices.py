@@ -22,6 +22,8 @@ from torch import nn
 import infercast
 from infercast import space
 from infercast.api import adapt_device, predict_devices
+from infercast.features import featurize
+from infercast.predictors.data import feature_frame
 from infercast.predictors.devices import (
     UnknownDeviceError,
     device_info,
@@ -36,7 +38,7 @@ from infercast.predictors.devices.common import data_digest
 from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_FEATURES
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.physical import PhysicalLatency
-from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, PHYSICAL
+from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, OPWISE_ESTIMATE, PHYSICAL
 from infercast.store import Store
 
 from .conftest import requires_pytorchcv
@@ -293,8 +295,14 @@ def test_a_host_ships_the_route_its_training_configs_chose(tmp_path, monkeypatch
     assert hosts.route(name) == COMBINED == device.route and hosts.route("epyc-2core/ort-cpu") == MEAN
     assert {"reorder", "split"} <= set(device.routes.opwise.models_)
     net = nn.Sequential(nn.Conv2d(3, 40, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(40, 32, 1))
-    row = device.predict_graphs([infercast.capture(net, input_shape=(1, 3, 64, 64))]).iloc[0]
-    assert row["route"] == COMBINED and row["latency_ms"] == row["combined_ms"]
+    graph = infercast.capture(net, input_shape=(1, 3, 64, 64))
+    row = device.predict_graphs([graph]).iloc[0]
+    # the blend given the op-wise estimate, which the other routes sit beside
+    given = feature_frame([featurize(graph)], device.settings).assign(
+        **{OPWISE_ESTIMATE: np.log(row["opwise_ms"])}
+    )
+    assert row["route"] == COMBINED and device.routes.combined is not None
+    assert row["latency_ms"] == pytest.approx(device.routes.combined.predict(given)["latency_ms"].iloc[0])
     assert row["latency_ms_low"] < row["latency_ms"] < row["latency_ms_high"]
     assert {"model_level_ms", "opwise_ms", "physical_ms"} <= set(row.index)
     meta = {**hosts.hosts()[name], "route": "nonsense"}

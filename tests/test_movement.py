@@ -9,13 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from infercast.graph import capture
 from infercast.graph.ops import MOVEMENT_TYPES, movement_row
 from infercast.predictors.fusion import rules_for
 from infercast.predictors.movement import executed_kernels, movement_table
 from infercast.predictors.opwise import OpWise
 
-from .helpers import conv_kernel_row
+from .helpers import blocked_profile, conv_kernel_row
 
 
 class _SplitBlocks(torch.nn.Module):
@@ -45,28 +44,16 @@ def _moved(table: pd.DataFrame) -> list[tuple]:
 
 
 def test_the_reorders_and_splits_worked_out_are_those_onnx_runtime_ran() -> None:
-    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
-    from infercast.measurement.ops import profile_ort
-    from infercast.models import load_model
-
-    backend = OrtCpuBackend(opt_level="all")
-    machine = backend.machine_facts()
-    if not machine.get("nchwc_block"):
-        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU")
-    loaded = load_model(_SplitBlocks().eval(), (1, 3, 32, 32))
-    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
-    profiled = pd.DataFrame(
-        profile_ort(onnx_bytes(loaded), backend.session_options(), backend.providers, feed, 2, blocked=True)
-    )
-    graph = capture(loaded.module, loaded.input_shape)
-    predicted = movement_table(graph, rules_for("ort-cpu", backend.settings, machine), model="m")
+    rows, graph, rules = blocked_profile(_SplitBlocks(), (1, 3, 32, 32))
+    profiled = pd.DataFrame(rows)
+    predicted = movement_table(graph, rules, model="m")
     assert set(predicted["op_type"]) == {"reorder", "split"}
     assert _moved(profiled) == _moved(predicted)
     assert (profiled.loc[profiled["op_type"].isin(list(MOVEMENT_TYPES)), "latency_ms"] > 0).all()
     # PyTorch takes views: no movement kernels for its backends
     assert movement_table(graph, rules_for("torch-cpu")).empty
     # the movement kernels come after the graph's own, numbered apart from them
-    whole = executed_kernels(graph, rules_for("ort-cpu", backend.settings, machine), model="m")
+    whole = executed_kernels(graph, rules, model="m")
     own = whole[~whole["op_type"].isin(list(MOVEMENT_TYPES))]
     assert len(whole) == len(own) + len(predicted)
     assert not set(own["kernel"]) & set(predicted["kernel"])

@@ -40,6 +40,7 @@ from .helpers import (
     FAST,
     SMALL,
     SYNTHETIC_PLATFORM,
+    blocked_profile,
     conv_kernel_row,
     cost_law,
     infercast,
@@ -694,24 +695,10 @@ class _LayoutProbe(torch.nn.Module):
 
 
 def test_the_rules_name_the_layout_each_convolution_ran_in() -> None:
-    from infercast.graph import capture
-    from infercast.measurement.backends.ort_cpu import OrtCpuBackend, onnx_bytes
-    from infercast.measurement.ops import profile_ort
-    from infercast.models import load_model
     from infercast.predictors.fusion import kernel_table, rules_for
 
-    backend = OrtCpuBackend(opt_level="all")
-    machine = backend.machine_facts()
-    if not machine.get("nchwc_block"):
-        pytest.skip("ONNX Runtime runs no blocked convolutions on this CPU")
-    loaded = load_model(_LayoutProbe().eval(), (1, 64, 16, 16))
-    feed = {"input": np.zeros(loaded.input_shape, dtype=np.float32)}
-    rows = profile_ort(
-        onnx_bytes(loaded), backend.session_options(), backend.providers, feed, 2, blocked=True
-    )
-    predicted = kernel_table(
-        capture(loaded.module, loaded.input_shape), rules_for("ort-cpu", backend.settings, machine)
-    )
+    rows, graph, rules = blocked_profile(_LayoutProbe(), (1, 64, 16, 16))
+    predicted = kernel_table(graph, rules)
 
     def convolutions(table: pd.DataFrame) -> list[tuple]:
         table = table[table["op_type"].isin(["conv", "dwconv", "gconv"])]
@@ -730,8 +717,4 @@ def test_the_rules_name_the_layout_each_convolution_ran_in() -> None:
     assert profiled == convolutions(predicted)
     assert {algorithm for *_, algorithm in profiled} == {"", "nchw"}  # both layouts ran
     # without the machine's block the rules name no layout: one algorithm, as before
-    assert set(
-        kernel_table(capture(loaded.module, loaded.input_shape), rules_for("ort-cpu", backend.settings))[
-            "algorithm"
-        ]
-    ) == {""}
+    assert set(kernel_table(graph, rules_for("ort-cpu", {"opt_level": "all"}))["algorithm"]) == {""}

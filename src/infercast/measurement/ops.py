@@ -36,6 +36,8 @@ from infercast.graph.ops import (
 _LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
 # executed ops that copy slices of their input out (views in PyTorch, copies in ONNX Runtime)
 _SPLIT_OPS = ("Split", "Slice")
+# the ops ONNX Runtime runs either in its blocked layout or, where it cannot, in the plain one
+_LAID_OUT_KINDS = CONV_KINDS | WINDOW_POOL_KINDS
 # the domain of the nodes ONNX Runtime's optimiser moved into its blocked channel layout
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 
@@ -123,8 +125,7 @@ def kernel_rows(
             )
             row.update(pointwise or {})
             # a GEMM (a pointwise product) runs unblocked as much as a plain-layout convolution
-            laid_out = CONV_KINDS | WINDOW_POOL_KINDS
-            if blocked and (pointwise or (main.kind in laid_out and node.domain != NCHWC_DOMAIN)):
+            if blocked and (pointwise or (main.kind in _LAID_OUT_KINDS and node.domain != NCHWC_DOMAIN)):
                 row["algorithm"] = PLAIN_LAYOUT
         rows.append(row)
     return rows
@@ -134,25 +135,23 @@ def _movement(node: onnx.NodeProto, alias: dict[str, str], captured: Graph) -> d
     """The row of an executed node that only moves data — a layout reorder, a split's copies —
     with the shapes of the original tensors it reads and writes; None for any other node (or
     one whose tensors the captured graph does not know)."""
+
+    def original(tensor: str) -> Any:
+        return captured.tensors.get(alias.get(tensor, tensor))
+
     if node.op_type in _LAYOUT_OPS:
-        op_type = REORDER
-    elif node.op_type in _SPLIT_OPS:
-        op_type = SPLIT
-    else:
-        return None
-    if op_type == REORDER:
         # the tensor it writes again in the other layout: named by its input (a blocked node's
         # output, aliased to the original tensor) or, where that node renamed it, by its output
-        known = [captured.tensors.get(alias.get(t, t)) for t in (node.input[0], node.output[0])]
-        source = next((t for t in known if t is not None), None)
+        source = original(node.input[0]) or original(node.output[0])
         return (
-            None if source is None else movement_row(op_type, source.shape, [source.shape], source.itemsize)
+            None if source is None else movement_row(REORDER, source.shape, [source.shape], source.itemsize)
         )
-    tensors = [captured.tensors.get(alias.get(t, t)) for t in (node.input[0], *node.output)]
-    if any(t is None for t in tensors):
+    if node.op_type not in _SPLIT_OPS:
         return None
-    source, *written = tensors
-    return movement_row(op_type, source.shape, [t.shape for t in written], source.itemsize)
+    source, *written = [original(t) for t in (node.input[0], *node.output)]
+    if source is None or None in written:
+        return None
+    return movement_row(SPLIT, source.shape, [t.shape for t in written], source.itemsize)
 
 
 class _OriginalGraph:

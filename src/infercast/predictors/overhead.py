@@ -13,8 +13,8 @@ forms compete, and grouped cross-validation over the training networks weighs th
   profiler can carry a cost per node (its event records, the caches they disturb) that a run
   without it does not pay: on this project's Zen 4 VM the end-to-end time of the ONNX Runtime
   training networks sat a few µs per kernel *below* their profiled kernels' sum, so a network
-  of many small kernels read slow by every non-negative form. A saving never takes away more of ``a·Σ`` than
-  it did on a training network;
+  of many small kernels read slow by every non-negative form. A saving never takes away more of
+  ``a·Σ`` than it did on a training network;
 - ``floor``: ``e2e = a·Σ_k max(t_k, d) + c`` (no kernel takes less than ``d`` end to end: a
   dispatch cost the device hides behind a long kernel but not behind a short one).
 
@@ -198,22 +198,19 @@ class AdditiveOverhead(Overhead):
             raise PredictorError(
                 "the additive overhead fit found no positive cost; the end-to-end table is degenerate"
             )
-        self.largest_saving = float(self._saving_share(matrix).max(initial=0.0))
+        saving, base = self._saving(matrix), matrix[:, 0] * self.coef[0]
+        shares = np.divide(saving, base, out=np.zeros(len(matrix)), where=base > 0)
+        self.largest_saving = float(shares.max(initial=0.0))
         return self
 
-    def _saving_share(self, matrix: np.ndarray) -> np.ndarray:
-        """Per network, the share of the factor's time ``a·Σ`` the negative terms take away."""
-        negative = np.minimum(self.coef, 0.0)
-        base = matrix[:, 0] * self.coef[0]
-        return np.divide(-(matrix @ negative), base, out=np.zeros(len(matrix)), where=base > 0)
+    def _saving(self, matrix: np.ndarray) -> np.ndarray:
+        """Per network, what the negative terms take away (ms)."""
+        return -(matrix @ np.minimum(self.coef, 0.0))
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
         matrix = x[self.terms].to_numpy(dtype=np.float64)
-        total = matrix @ self.coef
-        if (self.coef < 0).any():
-            total = np.maximum(
-                total, matrix @ np.maximum(self.coef, 0.0) - self.largest_saving * matrix[:, 0] * self.coef[0]
-            )
+        cap = self.largest_saving * matrix[:, 0] * self.coef[0]
+        total = matrix @ np.maximum(self.coef, 0.0) - np.minimum(self._saving(matrix), cap)
         # a network with no kernel sum and no cost term in the fit would predict zero
         return np.log(np.clip(total, 1e-9, None))
 

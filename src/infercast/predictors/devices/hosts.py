@@ -265,22 +265,21 @@ class OrtCpuDevice:
         opwise = self.routes.opwise.predict_graphs(graphs, self.backend, self.settings, self.machine)
         by_work = self.physical.predict(device_feature_frame(graphs))
         routes = {BLEND: blend, OPWISE: opwise, PHYSICAL: by_work.reset_index(drop=True)}
-        routes[MEAN] = geometric_mean(*routes.values())
-        if self.routes.combined is not None:
+        if self.route == MEAN:
+            shown = geometric_mean(*routes.values())
+        elif self.route == COMBINED:
             estimate = np.log(opwise["latency_ms"].to_numpy(dtype=np.float64))
-            both = self.routes.combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate})).reset_index(
-                drop=True
-            )
+            shown = self.routes.combined.predict(x.assign(**{OPWISE_ESTIMATE: estimate}))
+            shown = shown.reset_index(drop=True)
             # the op-wise estimate is an input: its doubts are the combined route's too
-            both["ood"], both["ood_reason"] = either_ood(both, opwise)
-            routes[COMBINED] = both
-        shown = routes[self.route][["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]]
-        return shown.assign(
+            shown["ood"], shown["ood_reason"] = either_ood(shown, opwise)
+        else:
+            shown = routes[self.route]
+        return shown[["latency_ms", "latency_ms_low", "latency_ms_high", "ood", "ood_reason"]].assign(
             route=self.route,
             model_level_ms=blend["latency_ms"].to_numpy(),
             opwise_ms=opwise["latency_ms"].to_numpy(),
             physical_ms=by_work["latency_ms"].to_numpy(),
-            **({"combined_ms": routes[COMBINED]["latency_ms"].to_numpy()} if COMBINED in routes else {}),
         )
 
 
