@@ -200,6 +200,15 @@ def kind_of(op_name: str) -> str:
     return _ALIASES.get(key, f"other:{key}")
 
 
+def kernel_shape(weight_shapes: Sequence[Shape], input_shapes: Sequence[Shape]) -> Shape | None:
+    """A convolution's kernel (O, I/groups, k…): its weight, or its second input where the network
+    computes the kernel each step (weight standardisation, CondConv's mixture of experts)."""
+    weight = next((shape for shape in weight_shapes if len(shape) >= 3), None)
+    if weight is None and len(input_shapes) >= 2 and len(input_shapes[1]) >= 3:
+        return tuple(input_shapes[1])
+    return weight
+
+
 def refine_conv(groups: int, in_channels: int, transposed: bool = False) -> str:
     if transposed:
         return "deconv"

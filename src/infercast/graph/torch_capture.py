@@ -148,8 +148,8 @@ class _Translator:
         outputs = [
             _tensor_info(node.name if len(metas) == 1 else f"{node.name}.{i}", m) for i, m in enumerate(metas)
         ]
-        in_shape = self.builder.tensors[inputs[0]].shape if inputs else ()
-        kind = _refine(kind, in_shape, outputs[0].shape, args, weights, attrs)
+        in_shapes = [self.builder.tensors[t].shape for t in inputs]
+        kind = _refine(kind, in_shapes, outputs[0].shape, args, weights, attrs)
         self.builder.add_node(node.name, op, kind, inputs, outputs, weights, attrs)
         if isinstance(_meta(node), TensorMetadata | torch.Tensor):
             self.tensor_of[node.name] = outputs[0].name
@@ -192,14 +192,15 @@ def _meta(node: torch.fx.Node) -> Any:
 
 def _refine(
     kind: str,
-    in_shape: tuple[int, ...],
+    in_shapes: list[tuple[int, ...]],
     out_shape: tuple[int, ...],
     args: tuple[Any, ...],
     weights: list[Weight],
     attrs: dict[str, Any],
 ) -> str:
+    in_shape = in_shapes[0] if in_shapes else ()
     if kind == "conv":  # groups from shapes: the same rule for modules, F.conv2d, ATen and ONNX
-        conv_weight = next((w.shape for w in weights if len(w.shape) >= 3), None)
+        conv_weight = ops.kernel_shape([w.shape for w in weights], in_shapes)
         if conv_weight is not None and in_shape:
             groups = in_shape[1] // conv_weight[1]
             attrs["groups"] = groups

@@ -209,7 +209,11 @@ class GraphBuilder:
             for t in outputs:
                 self.views[t.name] = inputs[0]
 
-        weight_shape = next((w.shape for w in weights if len(w.shape) >= 3), None)
+        weight_shape = (
+            ops.kernel_shape([w.shape for w in weights], in_shapes)
+            if kind in ops.CONV_KINDS
+            else next((w.shape for w in weights if len(w.shape) >= 3), None)
+        )
         if kind in ops.CONV_KINDS and weight_shape is not None:
             attrs.setdefault("kernel", tuple(weight_shape[2:]))
         # an argument left at its default is often absent (torch.export records aten.conv2d
