@@ -119,8 +119,27 @@ def test_costs_of_a_known_law_are_recovered_with_honest_intervals(tmp_path: Path
         PhysicalLatency.load(tmp_path / "physical")
 
 
+def test_huber_costs_hold_where_one_family_breaks_the_law(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    x = pd.DataFrame({"gflops": rng.uniform(0.1, 5, 120), "kernels": rng.integers(10, 300, 120)})
+    costs = np.array([4.0, 0.02])
+    y = x.to_numpy(dtype=np.float64) @ costs * np.exp(rng.normal(0, 0.01, 120))
+    family = np.arange(120) % 6
+    y[family == 0] *= 3.0  # work the features do not see, in one family of twenty networks
+    squared = PhysicalLatency(("gflops", "kernels")).fit(x, y, groups=family)
+    huber = PhysicalLatency(("gflops", "kernels"), loss="huber").fit(x, y, groups=family)
+    others = family != 0  # the networks the law holds for: Huber's costs keep to it
+    assert huber.costs() == pytest.approx(dict(zip(("gflops", "kernels"), costs, strict=True)), rel=0.01)
+    assert huber.evaluate(x[others], y[others])["median_ape"] < 1.0
+    assert squared.evaluate(x[others], y[others])["median_ape"] > 3.0
+    huber.save(tmp_path / "huber", {})
+    assert PhysicalLatency.load(tmp_path / "huber").loss == "huber"
+
+
 def test_physical_latency_names_bad_values() -> None:
     x = pd.DataFrame({"a": [1.0, 2.0, 3.0]})
+    with pytest.raises(PredictorError, match="loss='l1'"):
+        PhysicalLatency(("a",), loss="l1").fit(x, np.ones(3))
     with pytest.raises(PredictorError, match="n_folds=1"):
         PhysicalLatency(("a",), n_folds=1).fit(x, np.ones(3))
     with pytest.raises(PredictorError, match=r"coverage=1\.5"):

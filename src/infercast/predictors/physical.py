@@ -34,16 +34,30 @@ from infercast.predictors.ood_rules import KERNEL_SHARE, describe_work
 _RANGE_SLACK = 2.0
 
 
-def fit_costs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative costs minimising Σ ((x·cost − y) / y)²."""
+LOSSES = ("squared", "huber")
+# Huber's loss: quadratic within this relative error, linear beyond, so that a family whose work
+# the features miss pulls the costs of every other family less than its square would
+HUBER_DELTA = 0.05
+_HUBER_ROUNDS = 10
+
+
+def fit_costs(x: np.ndarray, y: np.ndarray, loss: str = "squared") -> np.ndarray:
+    """Non-negative costs minimising Σ ρ((x·cost − y) / y), ρ the squared or Huber's loss (by
+    iteratively reweighted least squares)."""
     # SciPy and scikit-learn load when a model is fitted: a phone's cached predictor only predicts
     from scipy.optimize import nnls
 
-    design = x / y[:, None]
-    scale = np.abs(design).max(axis=0)
-    scale[scale == 0] = 1.0  # a feature no training row has gets cost 0
-    costs, _ = nnls(design / scale, np.ones(len(y)))
-    return costs / scale
+    weights = np.ones(len(y))
+    for _ in range(1 + (_HUBER_ROUNDS if loss == "huber" else 0)):
+        root = np.sqrt(weights)
+        design = x / y[:, None] * root[:, None]
+        scale = np.abs(design).max(axis=0)
+        scale[scale == 0] = 1.0  # a feature no training row has gets cost 0
+        costs, _ = nnls(design / scale, root)
+        costs = costs / scale
+        relative = np.abs(x @ costs / y - 1)
+        weights = np.minimum(1.0, HUBER_DELTA / np.maximum(relative, 1e-12))
+    return costs
 
 
 class PhysicalLatency(Predictor):
@@ -52,7 +66,8 @@ class PhysicalLatency(Predictor):
     ``features``: the columns of ``X`` the costs are fitted on (by default every column of
     ``X``); ``candidates``: further columns of which grouped cross-validation keeps at most one
     (``chosen_``); ``n_folds``: grouped folds for that choice and for the interval's out-of-fold
-    residuals; ``coverage``: the interval's nominal coverage."""
+    residuals; ``coverage``: the interval's nominal coverage; ``loss``: ``squared`` or ``huber``
+    (``fit_costs``) relative error."""
 
     kind: ClassVar[str] = "physical-latency"
     _REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {
@@ -72,11 +87,13 @@ class PhysicalLatency(Predictor):
         candidates: tuple[str, ...] = (),
         n_folds: int = 5,
         coverage: float = 0.9,
+        loss: str = "squared",
     ) -> None:
         self.features = features
         self.candidates = candidates
         self.n_folds = n_folds
         self.coverage = coverage
+        self.loss = loss
 
     # learned in fit (or read by load)
     chosen_: str | None
@@ -94,6 +111,8 @@ class PhysicalLatency(Predictor):
             raise PredictorError(f"n_folds={self.n_folds!r} must be at least 2")
         if not 0 < self.coverage < 1:
             raise PredictorError(f"coverage={self.coverage!r} must lie between 0 and 1")
+        if self.loss not in LOSSES:
+            raise PredictorError(f"loss={self.loss!r} must be one of {', '.join(LOSSES)}")
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "costs_")
@@ -147,7 +166,7 @@ class PhysicalLatency(Predictor):
         # candidates compete, the price of not nesting a second cross-validation
         self.interval_q_ = conformal_quantile(residuals, self.coverage, groups[scored])
         self.residuals_ = residuals
-        self.costs_ = fit_costs(matrix, y)
+        self.costs_ = fit_costs(matrix, y, self.loss)
         self.low_, self.high_ = matrix.min(axis=0), matrix.max(axis=0)
         self.n_train_ = len(y)
         self.metadata_ = {}
@@ -172,7 +191,7 @@ class PhysicalLatency(Predictor):
             matrix = self._matrix(x, features + ((extra,) if extra else ()))
             residuals = np.empty(len(y))
             for train, test in folds:
-                costs = fit_costs(matrix[train], y[train])
+                costs = fit_costs(matrix[train], y[train], self.loss)
                 residuals[test] = np.log(y[test] / np.clip(matrix[test] @ costs, 1e-12, None))
             error = float(np.mean(np.abs(residuals[scored])))
             if best is None or error < best[0]:
@@ -255,6 +274,7 @@ class PhysicalLatency(Predictor):
                 "candidates": list(self.candidates),
                 "n_folds": self.n_folds,
                 "coverage": self.coverage,
+                "loss": self.loss,
             },
             "chosen": self.chosen_,
             "costs": self.costs(),
@@ -273,6 +293,7 @@ class PhysicalLatency(Predictor):
             tuple(params["candidates"]),
             int(params["n_folds"]),
             float(params["coverage"]),
+            str(params.get("loss", "squared")),  # files written before the loss was a choice
         )
         model.chosen_ = saved.get("chosen")
         model.columns_ = tuple(saved["costs"])
