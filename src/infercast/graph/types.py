@@ -209,12 +209,11 @@ class GraphBuilder:
             for t in outputs:
                 self.views[t.name] = inputs[0]
 
+        # only a convolution's MACs and kernel attribute read a weight's shape
         weight_shape = (
-            ops.kernel_shape([w.shape for w in weights], in_shapes)
-            if kind in ops.CONV_KINDS
-            else next((w.shape for w in weights if len(w.shape) >= 3), None)
+            ops.kernel_shape([w.shape for w in weights], in_shapes) if kind in ops.CONV_KINDS else None
         )
-        if kind in ops.CONV_KINDS and weight_shape is not None:
+        if weight_shape is not None:
             attrs.setdefault("kernel", tuple(weight_shape[2:]))
         # an argument left at its default is often absent (torch.export records aten.conv2d
         # without stride 1, ONNX may omit strides): the defaults of F.conv2d / F.*_pool2d and of
@@ -228,15 +227,8 @@ class GraphBuilder:
         in_shape = in_shapes[0] if in_shapes else None
         out_shape = out_shapes[0] if out_shapes else ()
         reduce_dim = in_shape[-1] if (kind in ops.MATMUL_KINDS and in_shape) else None
-        window = (
-            ops.pool_window(attrs.get("kernel"), in_shape or (), out_shape)
-            if kind
-            in (
-                "max_pool",
-                "avg_pool",
-            )
-            else None
-        )
+        windowed = kind in ("max_pool", "avg_pool")
+        window = ops.pool_window(attrs.get("kernel"), in_shape or (), out_shape) if windowed else None
         macs = (
             ops.attention_macs(in_shapes, out_shape)
             if kind == "attention"
