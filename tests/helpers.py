@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
@@ -284,3 +285,13 @@ def blocked_profile(module: torch.nn.Module, input_shape: tuple[int, ...]) -> tu
     rows = profile_ort(onnx_bytes(loaded), options, backend.providers, feed, 2, blocked=True)
     graph = capture(loaded.module, loaded.input_shape)
     return rows, graph, rules_for("ort-cpu", backend.settings, machine)
+
+
+class StandardisedConv(nn.Conv2d):
+    """Weight standardisation (BiT, NFNet): the kernel is computed each step from the weight."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = nn.functional.batch_norm(
+            self.weight.reshape(1, self.out_channels, -1), None, None, training=True
+        ).reshape_as(self.weight)
+        return nn.functional.conv2d(x, weight, self.bias, self.stride, self.padding, 1, self.groups)

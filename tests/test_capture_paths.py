@@ -15,7 +15,7 @@ from infercast import capture, load_model
 from infercast.errors import CaptureError, InputShapeError
 
 from .conftest import onnx_export, requires_pytorchcv
-from .helpers import matmul_flops, reference_flops
+from .helpers import StandardisedConv, matmul_flops, reference_flops
 
 
 class ShapeBranching(nn.Module):
@@ -131,20 +131,10 @@ def test_sigmoid_times_input_is_one_swish() -> None:
     assert graph.flops == 4 * 8 * 8
 
 
-class _StandardisedConv(nn.Conv2d):
-    """Weight standardisation (BiT, NFNet): the kernel is computed each step from the weight."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = nn.functional.batch_norm(
-            self.weight.reshape(1, self.out_channels, -1), None, None, training=True
-        ).reshape_as(self.weight)
-        return nn.functional.conv2d(x, weight, self.bias, self.stride, self.padding, 1, self.groups)
-
-
 @pytest.mark.parametrize("groups", [1, 4, 16])
 def test_a_kernel_computed_each_step_counts_as_the_convolution_it_is(groups: int) -> None:
     plain = capture(nn.Conv2d(16, 32, 3, padding=1, groups=groups), (2, 16, 8, 8))
-    standardised = capture(_StandardisedConv(16, 32, 3, padding=1, groups=groups), (2, 16, 8, 8))
+    standardised = capture(StandardisedConv(16, 32, 3, padding=1, groups=groups), (2, 16, 8, 8))
     (conv,) = [n for n in standardised.nodes if n.kind in ("conv", "gconv", "dwconv")]
     kind = {1: "conv", 4: "gconv", 16: "dwconv"}[groups]
     assert conv.kind == plain.nodes[0].kind == kind

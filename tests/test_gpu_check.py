@@ -37,7 +37,8 @@ def test_a_run_without_the_gpu_parts_imports_adapts_and_scores(
 ) -> None:
     """The whole run with its two GPU timings replaced: a GPU 1.3× slower than the 4090 on every
     model (infercast's protocol reading 2 % above timm's method), one model it cannot build.
-    Adapted from five, the other three are predicted better than by the 4090 unadapted, 23 % fast."""
+    Adapted from five, the other three are predicted better than by the 4090 unadapted, which
+    reads them about 23 % fast (1 / 1.3, blurred by its own error on three models)."""
     import torch
 
     from infercast.compat import import_torchvision
@@ -56,7 +57,7 @@ def test_a_run_without_the_gpu_parts_imports_adapts_and_scores(
     assert report["methods"]["median_ratio"] == pytest.approx(1.02)
     scores = report["adaptation"]
     assert len(scores["measured_configs"]) == 5 and scores["adapted"]["n"] == 3
-    assert scores["unadapted"]["median_abs_error_pct"] > 15
+    assert scores["unadapted"]["median_abs_error_pct"] > 10
     assert scores["adapted"]["median_abs_error_pct"] < scores["unadapted"]["median_abs_error_pct"]
     written = (tmp_path / "gpu_check.md").read_text()
     assert "GPU check on a test GPU" in written and "8 models, median 60 J per inference" in written

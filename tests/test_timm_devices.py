@@ -5,6 +5,7 @@ settings and their prediction per step (the shipped table; no ``../shared`` need
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,17 @@ import infercast
 from infercast.compat import import_torchvision
 from infercast.graph.torch_capture import capture_module
 from infercast.predictors.devices import device_info, get_device, list_devices, timm_bench
-from infercast.predictors.devices.eager import PRODUCT_GROUPS, WORK_COLUMNS, eager_work, group_of
+from infercast.predictors.devices.eager import (
+    PER_STEP,
+    PRODUCT_GROUPS,
+    WORK_COLUMNS,
+    at_batch,
+    eager_work,
+    group_of,
+    split_per_step,
+)
 
-from .helpers import matmul_flops, reference_flops
+from .helpers import StandardisedConv, matmul_flops, reference_flops
 
 pytestmark = pytest.mark.usefixtures("fresh_cache")
 
@@ -75,6 +84,20 @@ def test_work_is_per_sample_whatever_the_batch_captured_on_meta_tensors() -> Non
         else:
             assert many[column] <= one[column] * (1 + 1e-6), column
     assert many["mb_weights"] == one["mb_weights"] and many["mb_linear"] < one["mb_linear"]
+
+
+def test_work_per_sample_and_per_step_from_batches_1_and_2_gives_any_batch() -> None:
+    module = nn.Sequential(
+        StandardisedConv(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(5)
+    )
+    module(torch.zeros(1, 3, 8, 8))
+    one, two, many = (eager_work(capture_module(module.eval(), (b, 3, 8, 8), "m")) for b in (1, 2, 64))
+    parts = split_per_step(one, two)
+    # standardising the kernel and reading the weights happen once a step
+    assert parts["mb_conv" + PER_STEP] > 0 and parts["gflops_bn" + PER_STEP] > 0
+    at_64 = at_batch(pd.DataFrame([parts]), 64).iloc[0]
+    for column in WORK_COLUMNS:
+        assert at_64[column] == pytest.approx(many[column], rel=1e-9, abs=1e-12), column
 
 
 def test_every_timm_table_has_a_setting_and_every_setting_a_card() -> None:
@@ -144,10 +167,11 @@ def test_the_shipped_table_is_rebuilt_from_timm_csvs(tmp_path: Path) -> None:
         header + "m1,224,1000,1024,1024,5,1,2\nm2,224,500,512,256,9,2,3\n"
     )
     work = tmp_path / "work.jsonl"
+    ones = dict.fromkeys(WORK_COLUMNS, 1.0)
     work.write_text(
         "\n".join(
             [
-                '{"model": "m1", "side": 224, ' + ", ".join(f'"{c}": 1.0' for c in WORK_COLUMNS) + "}",
+                json.dumps({"model": "m1", "side": 224, **split_per_step(ones, ones)}),
                 '{"model": "m2", "side": 224, "error": "RuntimeError: Unknown model (m2)"}',
             ]
         )

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from infercast.predictors.devices.eager import WORK_COLUMNS
+from infercast.graph import Graph
+from infercast.predictors.devices.eager import PER_STEP, STEP_COLUMNS, WORK_COLUMNS
 from infercast.predictors.devices.timm_bench import BATCH_PREFIX, MS_PREFIX, SETTINGS, TABLE, family
 
 DATA = Path("src/infercast/predictors/devices/data")
@@ -73,27 +74,34 @@ def _timeout(signum: int, frame: object) -> None:
 
 
 def _work(name: str, side: int) -> dict[str, float]:
+    """The model's work per sample and per step: captured at batch 1 and 2, the difference is
+    what a sample adds, the rest what a step does once (``eager.split_per_step``)."""
+    from infercast.predictors.devices.eager import eager_work, split_per_step
+
+    one, two = (_capture_at(name, side, batch) for batch in (1, 2))
+    return {**split_per_step(eager_work(one), eager_work(two)), "nodes": float(len(one.nodes))}
+
+
+def _capture_at(name: str, side: int, batch: int) -> Graph:
     import torch
 
     from infercast.compat import import_torchvision
     from infercast.errors import InfercastError
     from infercast.graph.torch_capture import capture_module
-    from infercast.predictors.devices.eager import eager_work
 
     import_torchvision()
     import timm
 
-    shape = (1, 3, side, side)
+    shape = (batch, 3, side, side)
     with torch.device("meta"):
         module = timm.create_model(name, pretrained=False)
     try:
-        graph = capture_module(module, shape, name)
+        return capture_module(module, shape, name)
     except InfercastError:
         # a model whose position table is sized for its default input is built for this one
         with torch.device("meta"):
             module = timm.create_model(name, pretrained=False, img_size=side)
-        graph = capture_module(module, shape, name)
-    return {**eager_work(graph), "nodes": float(len(graph.nodes))}
+        return capture_module(module, shape, name)
 
 
 def capture_missing(pairs: list[tuple[str, int]], work: Path, jobs: int, timeout_s: int) -> None:
@@ -141,7 +149,8 @@ def write_table(rows: pd.DataFrame, work: Path, out: Path) -> pd.DataFrame:
     captured = captured[captured["error"].isna()] if "error" in captured else captured
     rows = rows.rename(columns={"infer_img_size": "side"})
     newest = rows.drop_duplicates(["model", "side"], keep="last")[["model", "side", *TIMM_COUNTS]]
-    wide = newest.merge(captured[["model", "side", *WORK_COLUMNS]], on=["model", "side"])
+    parts = [*WORK_COLUMNS, *(c + PER_STEP for c in WORK_COLUMNS if c not in STEP_COLUMNS)]
+    wide = newest.merge(captured[["model", "side", *parts]], on=["model", "side"])
     wide.insert(2, "family", wide["model"].map(family))
     for name, group in rows.groupby("setting", sort=False):
         timed = group.drop_duplicates(["model", "side"])[
