@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--campaign", default="real-here")
     parser.add_argument("--device", default="epyc-2core/ort-cpu")
     args = parser.parse_args()
-    options = f" --db DB --campaign {args.campaign}" if args.db else ""
+    options = f" --db DB --campaign {args.campaign} --device {args.device}" if args.db else ""
     lines = [
         f"## `ood` separation ({stamp()})",
         "",
