@@ -20,8 +20,8 @@ import pandas as pd
 from benchmarks.results import machine, record, stamp
 
 
-def truth(db: str, campaign: str) -> tuple[pd.Series, int]:
-    """Each network's measured peak (bytes) and the platform's channel block."""
+def truth(db: str, campaign: str) -> tuple[pd.Series, dict]:
+    """Each network's measured peak (bytes) and the fingerprint of the machine it was measured on."""
     from infercast.store import Store
 
     with Store(db, readonly=True) as store:
@@ -29,8 +29,13 @@ def truth(db: str, campaign: str) -> tuple[pd.Series, int]:
         platforms = store.platforms().set_index("id")
     frame = frame[(frame["campaign"] == campaign) & frame["peak_memory_bytes"].notna()]
     frame = frame.drop_duplicates("model", keep="last")
-    block = int(platforms.loc[frame["platform_id"].iloc[0], "fingerprint"].get("nchwc_block") or 0)
-    return frame.set_index("model")["peak_memory_bytes"].astype(float), block
+    fingerprint = platforms.loc[frame["platform_id"].iloc[0], "fingerprint"]
+    return frame.set_index("model")["peak_memory_bytes"].astype(float), fingerprint
+
+
+def described(fingerprint: dict) -> str:
+    processor = fingerprint.get("processor", {})
+    return f"{fingerprint.get('cpu')}, family {processor.get('family')}, model {processor.get('model')}"
 
 
 def scores(
@@ -59,7 +64,8 @@ def main() -> None:
     from infercast.units import BYTES_PER_MB as MB
 
     started = time.monotonic()
-    peak, block = truth(args.db, args.truth)
+    peak, here = truth(args.db, args.truth)
+    block = int(here.get("nchwc_block") or 0)
     graphs = [capture_model(model)[0] for model in peak.index]
     features = memory_features(graphs, block)
     measured = peak.to_numpy() / MB
@@ -88,10 +94,8 @@ def main() -> None:
         f"`.venv/bin/python benchmarks/host_memory.py --db DB --truth {args.truth}` ({machine()}; "
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread, blocked layout of {block} "
         f"channels; {len(measured)} pytorchcv networks at 1×3×224×224, the heap a session holds after "
-        f"its runs, measured {peak.min() / MB:.0f}–{peak.max() / MB:.0f} MB. The model: "
-        f"{provenance['source']}; fingerprint {provenance['fingerprint'].get('cpu')}, family "
-        f"{provenance['fingerprint'].get('processor', {}).get('family')}, model "
-        f"{provenance['fingerprint'].get('processor', {}).get('model')}.",
+        f"its runs, measured {peak.min() / MB:.0f}–{peak.max() / MB:.0f} MB on {described(here)}. The model: "
+        f"{provenance['source']}; fingerprint {described(provenance['fingerprint'])}.",
         "",
         "| prediction | R² | median error | within ±10 % | 90 % cover | median half-width |",
         "|---|---|---|---|---|---|",
