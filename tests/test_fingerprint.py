@@ -1,4 +1,4 @@
-"""The host fingerprint: recorded ``/proc/cpuinfo`` and ``lscpu`` outputs of five CPUs parsed
+"""The host fingerprint: recorded ``/proc/cpuinfo`` and ``lscpu`` outputs of seven CPUs parsed
 (tests/cpus/README.md says where each comes from), compared in words, kept with every stored
 platform and shipped host, and the one-line warning when a host predictor is used elsewhere."""
 
@@ -150,6 +150,22 @@ def test_a_machine_like_a_shipped_hosts_is_pointed_at_it(monkeypatch, tmp_path) 
     assert local.nearest_host() == zen4  # a calibration here starts from it
     replay_machine(monkeypatch, tmp_path, "epyc-zen1-kvm.cpuinfo")
     assert local.nearest_host() == HOST
+
+
+def test_an_intel_xeon_is_pointed_at_the_xeon_host(monkeypatch, tmp_path) -> None:
+    import infercast
+    from infercast.predictors.devices import local
+
+    replay_machine(monkeypatch, tmp_path, "xeon-emr-kvm.cpuinfo")
+    xeon = "xeon-emr-2core/ort-cpu"
+    for elsewhere in (HOST, "epyc-zen4-2core/ort-cpu"):
+        with pytest.warns(MachineMismatchWarning, match=r"CPU vendor GenuineIntel here, AuthenticAMD there"):
+            result = infercast.predict("space:carb-resnet?depth=8", device=elsewhere)
+        assert f"`--device {xeon}` (measured on a machine like this" in result["machine_warning"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MachineMismatchWarning)
+        assert infercast.predict("space:carb-resnet?depth=8", device=xeon)["machine_warning"] is None
+    assert local.nearest_host() == xeon
 
 
 def test_a_host_prediction_on_its_own_kind_of_machine_says_nothing(monkeypatch, tmp_path) -> None:

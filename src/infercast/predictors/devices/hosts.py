@@ -1,6 +1,7 @@
 """ONNX Runtime on the CPUs of the machines infercast is developed on — ``epyc-2core/ort-cpu``
-(an AMD EPYC with AVX2, no AVX-512) and ``epyc-zen4-2core/ort-cpu`` (family 25 model 17, Zen 4,
-with AVX-512) —: this project's own measurements, for any graph a user captures. Each host's rows
+(an AMD EPYC with AVX2, no AVX-512), ``epyc-zen4-2core/ort-cpu`` (family 25 model 17, Zen 4,
+with AVX-512) and ``xeon-emr-2core/ort-cpu`` (an Intel Xeon of family 6 model 207, Emerald
+Rapids, with AVX-512) —: this project's own measurements, for any graph a user captures. Each host's rows
 are kept under its name in the same tables, with its machine's fingerprint (``data/ort_cpu.json``).
 
 Data: design-space profiles (``carb-resnet``, ``mobile-nas``; end to end and per op) and a kernel
