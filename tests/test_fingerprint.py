@@ -150,6 +150,10 @@ def test_a_machine_like_a_shipped_hosts_is_pointed_at_it(monkeypatch, tmp_path) 
     assert local.nearest_host() == zen4  # a calibration here starts from it
     replay_machine(monkeypatch, tmp_path, "epyc-zen1-kvm.cpuinfo")
     assert local.nearest_host() == HOST
+    # a Zen 4c differs from the AVX2 host in AVX-512 alone and from the Zen 4 in its model alone:
+    # the vector width decides
+    replay_machine(monkeypatch, tmp_path, "epyc-9754-zen4.cpuinfo")
+    assert local.nearest_host() == zen4
 
 
 def test_an_intel_xeon_is_pointed_at_the_xeon_host(monkeypatch, tmp_path) -> None:

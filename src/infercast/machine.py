@@ -240,3 +240,18 @@ def differences_here(there: dict[str, Any]) -> list[str]:
         if here is not None and here != version:
             found.append(f"{library} {here} here, {version} there")
     return found
+
+
+def width_differs(there: dict[str, Any], here: dict[str, Any]) -> bool:
+    """Whether two CPUs differ in a feature that sets their kernels' vector width (AVX2, AVX-512,
+    AMX; NEON, SVE), over the features both record."""
+    isa_there, isa_here = there.get("isa") or {}, here.get("isa") or {}
+    shared = [feature for feature in WIDTH_FEATURES if feature in isa_there and feature in isa_here]
+    return any(bool(isa_there[feature]) != bool(isa_here[feature]) for feature in shared)
+
+
+def distance_here(there: dict[str, Any]) -> tuple[bool, int]:
+    """How far the machine of fingerprint ``there`` is from this one, to choose the nearest: another
+    vector width first — ONNX Runtime lays convolutions out by it, and a calibration across it
+    carried least (RESULTS.md, "Calibration on each machine") — then how many facts differ."""
+    return width_differs(there.get("processor") or {}, cpu_fingerprint()), len(differences_here(there))

@@ -42,7 +42,7 @@ import pandas as pd
 
 from infercast.graph import Graph
 from infercast.graph.ops import MOVEMENT_TYPES
-from infercast.machine import cpu_fingerprint, differences_here, library_version
+from infercast.machine import cpu_fingerprint, distance_here, library_version
 from infercast.paths import cache_root
 from infercast.predictors.devices import hosts
 from infercast.predictors.devices.common import DeviceInfo, data_file
@@ -101,10 +101,8 @@ def folder() -> Path:
 
 
 def nearest_host() -> str:
-    """The shipped host whose recorded machine differs least from this one."""
-    return min(
-        hosts.names(), key=lambda name: len(differences_here(hosts.hosts()[name].get("fingerprint", {})))
-    )
+    """The shipped host whose recorded machine is nearest this one (``machine.distance_here``)."""
+    return min(hosts.names(), key=lambda name: distance_here(hosts.hosts()[name].get("fingerprint", {})))
 
 
 def _spread(count: int) -> list[int]:
