@@ -30,7 +30,9 @@ of the three (worst median error 15.8 %; the op-wise route and Σ cost × work a
 ones, 8.6 % and 8.4 %, but their intervals covered 47 % and 38 % of the held-out ``mobile-nas``
 configs, the mean's span of the three intervals 98 %); for ``epyc-zen4-2core``, once the
 op-wise route priced ONNX Runtime's layout copies and splits, the blend given the op-wise
-estimate (``combined``, shipped trained with the other two). A graph any route finds
+estimate (``combined``, shipped trained with the other two); for ``xeon-emr-2core`` the mean of
+the three again (worst held-out-space median 26.3 %; the op-wise route's 29.3 % came with
+intervals covering 30 % of the held-out ``mobile-nas`` configs). A graph any route finds
 unusual is ``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
 features with a closed form for a million candidates.
 """
