@@ -1,5 +1,6 @@
-"""Another machine of the host's kind: the shipped ``epyc-2core/ort-cpu`` predictor on the machine
-this runs on, as shipped and adapted from k design-space configs measured here.
+"""Another machine of the host's kind: a shipped host predictor (``--host``, ``epyc-2core/ort-cpu``
+by default) on the machine this runs on, as shipped and adapted from k design-space configs
+measured here.
 
 A user whose server is not the machine a shipped host predictor was measured on measures k
 configs of the built-in spaces at 224² (``--k-campaign``: sampled and measured by this script
@@ -8,8 +9,9 @@ nearest shipped device). Scored on real networks measured on this machine and ne
 (benchmarks/real_networks.txt, campaigns ``--real-a``, noise ``--real-b``): the shipped host
 unadapted; adapted as ``infercast adapt`` does (a platform measured with ``ort-cpu`` adapts from
 the host of that runtime), and on the same k configs from every shipped device (leave-one-out
-choice among the 90 phone settings and the host) and from the phones' settings alone (what
-``adapt`` chose among before the hosts were sources).
+choice among the 90 phone settings and the hosts), from the phones' settings alone (what
+``adapt`` chose among before the hosts were sources), and from the hosts measured on other
+machines alone (where a host was measured on this one, as if it were not shipped).
 
     infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-a \\
         --round-s 0.15 --min-rounds 5 --cap-s 4 --no-energy      # and again as real-b
@@ -30,11 +32,13 @@ import numpy as np
 from device_cards import card
 from infercast import space
 from infercast.api import adapt_device
+from infercast.machine import differences_here
 from infercast.measurement import Protocol, measure_model_strings
 from infercast.models.guarded import capture_model
 from infercast.predictors.devices import hosts, usc
 from infercast.predictors.devices.features import device_feature_frame
-from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
+from infercast.predictors.devices.recalibrated import DeviceAdapted, same_runtime, shipped_sources
+from infercast.predictors.routes import label as route_label
 from infercast.store import Store
 from results import machine, record, stamp
 
@@ -70,6 +74,7 @@ def main() -> None:
     parser.add_argument("--real-b", required=True)
     parser.add_argument("--k-campaign", default="adapt-224", help="the design-space configs measured here")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--host", default=HOST, help="the shipped host predictor shown as shipped")
     args = parser.parse_args()
     started = time.perf_counter()
 
@@ -83,9 +88,9 @@ def main() -> None:
     graphs = [capture_model(m)[0] for m in models]
     x = device_feature_frame(graphs)
 
-    shipped = hosts.load(HOST).predict_graphs(graphs)
+    shipped = hosts.load(args.host).predict_graphs(graphs)
     rows = {
-        f"{HOST} as shipped (mean of three routes)": card(
+        f"{args.host} as shipped ({route_label(hosts.route(args.host))})": card(
             truth,
             shipped["latency_ms"].to_numpy(),
             shipped["latency_ms_low"].to_numpy(),
@@ -94,7 +99,13 @@ def main() -> None:
     }
     measured = campaign_latency(args.db, args.k_campaign)
     every = shipped_sources()
-    pools = {"every shipped device": every, "the phones' settings only": {n: every[n] for n in usc.names()}}
+    fingerprints = {n: hosts.hosts()[n].get("fingerprint", {}) for n in same_runtime("ort-cpu")}
+    elsewhere = [n for n, there in fingerprints.items() if differences_here(there)]
+    pools = {
+        "every shipped device": every,
+        "the phones' settings only": {n: every[n] for n in usc.names()},
+        "the hosts measured on other machines": {n: every[n] for n in elsewhere},
+    }
     chosen: dict[str, str] = {}
     for k in KS:
         with tempfile.TemporaryDirectory() as folder:
@@ -120,9 +131,10 @@ def main() -> None:
 
     lines = [
         "",
-        f"## Another machine of the host's kind: `{HOST}` adapted from k configs ({stamp()})",
+        f"## Another machine of the host's kind: `{args.host}` adapted from k configs ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/host_adapt.py --db DB --real-a {args.real_a} --real-b {args.real_b}` "
+        f"`.venv/bin/python benchmarks/host_adapt.py --db DB --real-a {args.real_a} --real-b {args.real_b} "
+        f"--host {args.host}` "
         f"({machine()}; {time.perf_counter() - started:.0f} s). ONNX Runtime CPU, 1 thread, on this "
         f"machine; k configs of carb-resnet and mobile-nas at 224² measured here (campaign "
         f"`{args.k_campaign}`, round 0.15 s, ≥ 5 rounds, cap 4 s), `adapt_device` (`infercast adapt "
@@ -136,7 +148,7 @@ def main() -> None:
     for label, figures in rows.items():
         coverage = figures["coverage"]
         lines.append(
-            f"| {label} | {chosen.get(label, HOST)} | {figures['within_10pct']:.0%} | "
+            f"| {label} | {chosen.get(label, args.host)} | {figures['within_10pct']:.0%} | "
             f"{figures['median_abs_error_pct']:.1f} % | {figures['spearman']:.3f} | "
             + (f"{coverage:.0%}" if coverage is not None else "–")
             + " |"
