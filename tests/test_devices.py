@@ -546,6 +546,27 @@ def test_adapting_picks_the_source_that_explains_the_measurements(tmp_path) -> N
         DeviceAdapted(sources).fit(x.iloc[:2], truth[:2])
 
 
+def test_an_outlier_at_the_extreme_rescales_the_source_by_one_factor() -> None:
+    # a device 1.4× slower than the source, one of its eight measured networks — the largest, where
+    # a slope bends most — 30 % slower still: a slope fitted on the others predicts it no better,
+    # and one fitted with it predicts the others worse, so one factor it is
+    from infercast.predictors.devices.recalibrated import DeviceAdapted
+
+    rng = np.random.default_rng(3)
+    x = pd.DataFrame(
+        {"gflops": rng.uniform(0.1, 5, 40), "kernels": rng.integers(10, 300, 40), "constant": 1.0}
+    )
+    law = x.to_numpy(dtype=np.float64) @ np.array([1.0, 0.05, 0.2])
+    source = {"gpu-like": PhysicalLatency(("gflops", "kernels", "constant")).fit(x, law)}
+    measured = 1.4 * law[:8]
+    measured[np.argmax(measured)] *= 1.3
+    model = DeviceAdapted(source).fit(x.iloc[:8], measured)
+    assert model.weight_ == pytest.approx(1.0, abs=1e-6)
+    assert np.median(model.predict(x)["latency_ms"].to_numpy() / law) == pytest.approx(
+        1.4 * 1.3 ** (1 / 8), rel=0.01
+    )
+
+
 def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> None:
     # the shipped hosts are sources too: an ONNX Runtime CPU twice as slow as the EPYC host is
     # nearest to it, not to a phone's CPU, and the saved predictor rebuilds it when loaded

@@ -4,8 +4,9 @@ shipped device.
 Each shipped Σ cost × work predictor is a candidate source. With k measured networks, the source
 is the one whose log predictions explain the measurements best out of sample — the smallest
 leave-one-out error of ``log y = a + w · log p_source`` (``w`` pulled towards 1 by a ridge whose
-strength is chosen the same way, as ``predictors.adapted`` does for trained predictors). The
-interval is split-conformal on those leave-one-out residuals. Saved as meta.json alone (the
+strength is chosen the same way, as ``predictors.adapted`` does for trained predictors, one factor
+with the slope held at 1 among the choices). The interval is split-conformal on those
+leave-one-out residuals. Saved as meta.json alone (the
 source's name and the fitted numbers): the source is rebuilt from the shipped tables when loaded.
 
 A source whose work is split into kinds (a timm setting: ``timm_bench.KINDS``, compute, memory
@@ -37,6 +38,9 @@ from infercast.predictors.sources import ALPHAS, fit_log_weights, loo_log_residu
 
 # choosing among ~90 sources with one ridge strength: the strength is refined for the winner only
 _SCREENING_ALPHA = 1.0
+# the ridge strengths of the slope's pull towards 1, the last so strong that it holds it there: one
+# factor alone, where a slope fitted on a few networks predicts them worse out of sample
+_ALPHAS = (*ALPHAS, 1e9)
 # ridge strengths of the per-kind factors' pull towards one common factor (relative-error units)
 _KIND_ALPHAS = (0.01, 0.1, 1.0, 10.0)
 # fewer measured networks than this leave too little to tell per-kind factors from one
@@ -112,7 +116,7 @@ class DeviceAdapted(Predictor):
         }
         self.source_ = min(self.loo_error_, key=self.loo_error_.__getitem__)
         p = logs[self.source_]
-        errors = {alpha: float(np.mean(loo_log_residuals(p, z, alpha) ** 2)) for alpha in ALPHAS}
+        errors = {alpha: float(np.mean(loo_log_residuals(p, z, alpha) ** 2)) for alpha in _ALPHAS}
         self.alpha_ = min(errors, key=errors.__getitem__)
         self.intercept_, weights = fit_log_weights(p, z, self.alpha_)
         self.weight_ = float(weights[0])
