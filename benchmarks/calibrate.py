@@ -80,7 +80,8 @@ def rows_here(
             rows[f"× one factor (the calibration's median, ×{factor:.3f})"] = scores(
                 truth, *(part * factor for part in shipped)
             )
-        rows[f"calibrated, {spent:.0f} s, {summary['n']} kernel networks"] = {
+        label = f"calibrated, {spent:.0f} s, {summary['n']} kernel networks, {summary['networks']} configs"
+        rows[label] = {
             **scores(truth, *predicted(models, "local")),
             "kinds": summary["kinds"],
         }
@@ -147,10 +148,11 @@ def main() -> None:
         f"--budget-s {args.budget_s:g} --more-s {args.more_s:g} --source {source}` ({machine()}; "
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread; 36 pytorchcv networks at "
         "1×3×224×224 measured on that machine (the fastest run's `low_ms`), never calibrated on; the "
-        "calibration measures the host's one-kernel networks only. One block per machine fingerprint "
-        "and host calibrated from (`benchmarks/calibrate_machines.json`); a block dated before 2026-12-06 "
-        "17:00 UTC ran the earlier calibration rules (every network weighted alike, one dense convolution a "
-        "round, no layout kinds).",
+        "calibration measures the host's one-kernel networks and design-space configs, never a zoo "
+        "network. One block per machine fingerprint and host calibrated from "
+        "(`benchmarks/calibrate_machines.json`); a block dated before 2026-12-07 06:00 UTC ran earlier "
+        "calibration rules: kernel networks alone (no configs in its rows), and before 2026-12-06 17:00 "
+        "UTC every network weighted alike, one dense convolution a round, no layout kinds.",
         "",
     ]
     for other in machines.values():

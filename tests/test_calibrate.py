@@ -1,5 +1,6 @@
 """``infercast calibrate`` and the ``local`` device: the plan's order, the per-kind fit, a kernel
-mix scaled by its kinds' factors, and a real calibration on a tiny budget — killed with SIGKILL
+mix scaled by its kinds' factors, the refit on design-space configs, and a real calibration on a
+tiny budget — killed with SIGKILL
 mid-way, resumed, used by ``predict --device local``, reused, and gone for another machine."""
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import pytest
 from torch import nn
 
 from infercast import machine as cpu
-from infercast.predictors.devices import device_info, hosts, local
+from infercast.api import calibrating
+from infercast.models.guarded import capture_model
+from infercast.predictors.devices import device_info, hosts, local, local_networks
 from tests.helpers import infercast as run_cli
 
 HOST = "epyc-2core/ort-cpu"
@@ -104,6 +107,32 @@ def test_a_graph_is_scaled_by_the_factors_of_its_kernel_mix() -> None:
     assert (np.diff(memory, axis=1) >= 0).all() and (memory[:, 1] > 4 * 64 * 64 * 9 * 4 / 2**20).all()
 
 
+def test_design_space_configs_measured_here_refit_the_kind_factors() -> None:
+    # a few whole networks run 0.6× what the kernel networks' factors predict: the factor of dense
+    # convolutions, nearly all of their time, follows them; a kind they hardly hold keeps its own
+    kinds = {kind: {"factor": 1.0, "n": 10, "se": 0.05} for kind in local.KIND_ORDER}
+    calibration = local.Calibration(
+        source=HOST, threads=1, factor=1.0, kinds=kinds, n=70, seconds=60.0, nchwc_block=8
+    )
+    drawn = calibrating.design_configs(8)
+    assert [m.split("?")[0] for m in drawn[:2]] == ["space:carb-resnet", "space:mobile-nas"]
+    assert all(calibrating.is_design_config(m) and "224" in m for m in drawn)
+    models = [m for m in drawn if m.startswith("space:carb-resnet")][:3]
+    graphs = [capture_model(m)[0] for m in models]
+    measured = 0.6 * local.LocalDevice(calibration).predict_graphs(graphs)["latency_ms"].to_numpy()
+    refitted = local_networks.refit(calibration, graphs, measured)
+    assert refitted.networks == 3 and refitted.kinds["conv"]["factor"] == pytest.approx(0.6, abs=0.05)
+    assert refitted.kinds["linear"]["factor"] == pytest.approx(1.0, abs=0.05)
+    assert local_networks.refit(calibration, [], measured[:0]) is calibration
+    # a calibration measures them between its blocks of kernel networks
+    kernels = [f"space:kernels?k={i}" for i in range(2 * calibrating.PASS_BLOCK)]
+    order = calibrating._interleaved(kernels)
+    block = calibrating.PASS_BLOCK + calibrating.CONFIGS_PER_BLOCK
+    assert order[: calibrating.PASS_BLOCK] == kernels[: calibrating.PASS_BLOCK]
+    assert all(calibrating.is_design_config(m) for m in order[calibrating.PASS_BLOCK : block])
+    assert order[block:][: calibrating.PASS_BLOCK] == kernels[calibrating.PASS_BLOCK :]
+
+
 def _stored(db: Path) -> list[str]:
     """The config ids of the measurements in ``db``, one per measurement."""
     if not db.is_file():
@@ -138,7 +167,8 @@ def test_a_calibration_killed_resumed_used_reused_and_gone_on_another_machine(ca
     ids = _stored(db)
     assert kept <= set(ids) and len(ids) == len(set(ids))  # none measured twice over
     networks = {config.removesuffix("-again") for config in ids}
-    assert summary["n"] == len(networks) >= len(local.KIND_ORDER) and summary["measured"] >= 1
+    assert summary["n"] + summary["networks"] == len(networks) >= len(local.KIND_ORDER)
+    assert summary["measured"] >= 1
     written = json.loads(saved.read_text())
     source = local.nearest_host()  # the shipped host measured on the machine most like this one
     assert written["source"] == summary["source"] == source and written["n"] == summary["n"]

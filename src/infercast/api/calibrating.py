@@ -1,17 +1,23 @@
 """``calibrate``: this machine's ``local`` device (``predictors.devices.local``) — the nearest
 shipped host's kernel networks measured here for ``budget_s`` seconds, most informative first,
-and the host recalibrated per kind of kernel on them. What ``infercast calibrate`` runs."""
+with a few design-space configs between them, and the host recalibrated per kind of kernel on
+them. What ``infercast calibrate`` runs."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError
+
+if TYPE_CHECKING:
+    from infercast.predictors.devices.local import Calibration
 
 Progress = Callable[[str, dict[str, Any]], None]
 DEFAULT_BUDGET_S = 60.0
@@ -25,6 +31,12 @@ ROWS_PER_S = 3
 # a block apart and its faster pass kept, as the faster of two runs of a real network is its truth
 PASS_BLOCK = 7
 AGAIN = "-again"
+# design-space configs measured after each block of kernel networks (``local_networks``): the
+# budget's share of whole networks
+CONFIGS_PER_BLOCK = 2
+# the shipped hosts' design-space ranges (benchmarks/history/kernel_campaign.md): configs each
+# host predicts from its own training, each measured in a few seconds
+RANGES = {"carb-resnet": {"depth": (8, 50), "width": (0.25, 1.0)}, "mobile-nas": {"width": (0.35, 1.25)}}
 
 
 def _checked(budget_s: float, threads: int, backend: str) -> None:
@@ -40,18 +52,67 @@ def _checked(budget_s: float, threads: int, backend: str) -> None:
 
 
 def _rows(models: list[str]) -> list[dict[str, Any]]:
-    """Store rows of kernel networks, each twice: a block of ``PASS_BLOCK`` networks, then the
-    same block again (ids ending ``AGAIN``), so a network's two passes lie seconds apart."""
+    """Store rows of networks (kernel networks, design-space configs), each twice: a block of
+    ``PASS_BLOCK`` networks, then the same block again (ids ending ``AGAIN``), so a network's
+    two passes lie seconds apart."""
     from infercast.space import get
 
-    space = get("kernels")
-    configs = space.with_ids(pd.DataFrame([space.parse(model.split("?", 1)[1]) for model in models]))
-    rows = space.config_rows(configs)
+    by_space: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in dict.fromkeys(model.split("?", 1)[0].removeprefix("space:") for model in models):
+        space = get(name)
+        mine = [m.split("?", 1)[1] for m in models if m.startswith(f"space:{name}?")]
+        configs = space.with_ids(pd.DataFrame([space.parse(query) for query in mine]))
+        by_space[name] = {row["model"]: row for row in space.config_rows(configs)}
+    rows = [by_space[model.split("?", 1)[0].removeprefix("space:")][model] for model in models]
     passes = []
     for first in range(0, len(rows), PASS_BLOCK):
         block = rows[first : first + PASS_BLOCK]
         passes += block + [{**row, "id": row["id"] + AGAIN} for row in block]
     return passes
+
+
+def design_configs(count: int, seed: int = 0) -> list[str]:
+    """``count`` model strings, alternately of ``carb-resnet`` (fp32) and ``mobile-nas`` at 224²,
+    batch 1, within the ranges the shipped hosts were trained on (``RANGES``), each space's drawn
+    stratified and shuffled, so that the first few already spread over it."""
+    from infercast import space
+
+    drawn = []
+    for name, fixed in (("carb-resnet", {"batch": [1], "precision": ["fp32"], "input_size": [224]}),
+                        ("mobile-nas", {"batch": [1], "resolution": [224]})):  # fmt: skip
+        chosen = space.get(name)
+        for param, values in fixed.items():
+            chosen = space.restrict(chosen, param, values)
+        for param, (low, high) in RANGES[name].items():
+            inside = [value for value in chosen.param(param).choices if low <= value <= high]
+            chosen = space.restrict(chosen, param, inside)
+        models = chosen.sample((count + 1) // 2, seed=seed, stratified=True)["model"].to_numpy()
+        drawn.append(list(np.random.default_rng(seed).permutation(models)))
+    return [model for pair in zip(*drawn, strict=True) for model in pair][:count]
+
+
+def is_design_config(model: str) -> bool:
+    return model.startswith(tuple(f"space:{name}?" for name in RANGES))
+
+
+def _interleaved(kernels: list[str]) -> list[str]:
+    """The kernel networks in their order, ``CONFIGS_PER_BLOCK`` design-space configs after each
+    block of ``PASS_BLOCK``: whole networks from the first minute on."""
+    blocks = [kernels[i : i + PASS_BLOCK] for i in range(0, len(kernels), PASS_BLOCK)]
+    configs = iter(design_configs(len(blocks) * CONFIGS_PER_BLOCK))
+    return [model for block in blocks for model in [*block, *islice(configs, CONFIGS_PER_BLOCK)]]
+
+
+def _fitted(measured: pd.DataFrame, source: str, threads: int, seconds: float, block: int) -> Calibration:
+    """The calibration from the kernel networks measured here, refitted on the design-space
+    configs measured here (``local_networks``)."""
+    from infercast.models.guarded import capture_model
+    from infercast.predictors.devices import local, local_networks
+
+    configs = measured["model"].map(is_design_config)
+    calibration = local.fit(measured[~configs], source, threads, seconds, nchwc_block=block)
+    graphs = [capture_model(model)[0] for model in measured.loc[configs, "model"]]
+    return local_networks.refit(calibration, graphs, measured.loc[configs, "here_ms"].to_numpy())
 
 
 def _measured(db: str, platform_id: str, campaign: str) -> pd.DataFrame:
@@ -77,8 +138,9 @@ def calibrate(
     keep the calibration under this machine's fingerprint (replacing one of other threads).
     ``source`` is the shipped host it recalibrates: by default the one whose machine differs
     least from this one.
-    Returns its summary: ``source``, ``n``, ``measured`` (this run), ``seconds`` (this run's
-    measuring), ``factor``, ``kinds`` (factor, n, se), ``folder``."""
+    Returns its summary: ``source``, ``n`` (kernel networks), ``networks`` (design-space
+    configs), ``measured`` (this run), ``seconds`` (this run's measuring), ``factor``, ``kinds``
+    (factor, n, se), ``folder``."""
     from infercast.measurement import Protocol, backends, platform_of, run_campaign
     from infercast.predictors.devices import local
 
@@ -95,7 +157,7 @@ def calibrate(
     chosen = backends.get(backend, threads=threads, opt_level="all")
     platform_id = platform_of(chosen).id
     block = int(chosen.machine_facts().get("nchwc_block", 0))
-    order = local.plan(source, block)["model"].tolist()
+    order = _interleaved(local.plan(source, block)["model"].tolist())
     done = (
         set(_measured(db, platform_id, local.CAMPAIGN)["model"])
         if (folder / local.STORE_FILE).is_file()
@@ -126,18 +188,14 @@ def calibrate(
     seconds = time.monotonic() - started
     earlier = local.load_calibration()
     measured = _measured(db, platform_id, local.CAMPAIGN)
-    calibration = local.fit(
-        measured,
-        source,
-        threads,
-        seconds + (earlier.seconds if earlier and earlier.threads == threads else 0),
-        nchwc_block=block,
-    )
+    spent = seconds + (earlier.seconds if earlier and earlier.threads == threads else 0)
+    calibration = _fitted(measured, source, threads, spent, block)
     calibration.save(folder / local.CALIBRATION_FILE)
     tell("end", state)
     return {
         "source": source,
         "n": calibration.n,
+        "networks": calibration.networks,
         "measured": len(measured) - len(done),
         "seconds": seconds,
         "factor": calibration.factor,

@@ -269,7 +269,8 @@ def _calibrated_first(devices: Sequence[str]) -> None:
 
         print(
             f"infercast: this machine has no calibration yet; calibrating it first ({DEFAULT_BUDGET_S:.0f} s "
-            "of measuring kernel networks, kept for later predictions; `infercast calibrate` runs it alone)",
+            "of measuring kernel networks and design-space configs, kept for later predictions; "
+            "`infercast calibrate` runs it alone)",
             file=sys.stderr,
         )
         calibrate(DEFAULT_BUDGET_S)

@@ -1,5 +1,5 @@
 """``infercast calibrate``: this machine as the ``local`` device — the nearest shipped host
-recalibrated per kind of kernel from kernel networks measured here."""
+recalibrated per kind of kernel from kernel networks and design-space configs measured here."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ def calibrate(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Measure the nearest shipped host's (or --source's) kernel networks here for --budget-s seconds, most
-    informative first, and recalibrate that host per kind of kernel (dense, depthwise and grouped
-    convolutions, element-wise, memory moves, pools, linear). Kept under this machine's
-    fingerprint: `infercast predict --device local MODEL` uses it. A rerun resumes where the last
-    stopped; an interrupted one leaves what it measured."""
+    """Measure the nearest shipped host's (or --source's) kernel networks here for --budget-s
+    seconds, most informative first, with a few design-space configs between them, and
+    recalibrate that host per kind of kernel (dense, depthwise and grouped convolutions,
+    element-wise, memory moves, pools, linear). Kept under this machine's fingerprint:
+    `infercast predict --device local MODEL` uses it. A rerun resumes where the last stopped; an
+    interrupted one leaves what it measured."""
     from infercast.api.calibrating import calibrate as run
 
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), TimeElapsedColumn())
@@ -40,22 +41,25 @@ def calibrate(
             bar.update(
                 task,
                 completed=min(budget_s, time.monotonic() - started),
-                description=f"calibrating from {state['source']}: {state['done']} kernel networks measured",
+                description=f"calibrating from {state['source']}: {state['done']} networks measured",
             )
 
         summary = run_guarded(lambda: run(budget_s, threads, backend, progress, source))
     if as_json:
         print_json(summary)
         return
-    table = Table(title=f"this machine against {summary['source']} ({summary['n']} kernel networks)")
-    for column in ("kind of kernel", "networks", "here / there"):
+    table = Table(
+        title=f"this machine against {summary['source']} ({summary['n']} kernel networks, "
+        f"{summary['networks']} design-space configs)"
+    )
+    for column in ("kind of kernel", "kernel networks", "factor"):
         table.add_column(column, justify="left" if column == "kind of kernel" else "right")
     for kind, figures in summary["kinds"].items():
         table.add_row(kind, f"{figures['n']:.0f}", f"×{figures['factor']:.3f}")
     table.add_row("overall (median)", str(summary["n"]), f"×{summary['factor']:.3f}")
     console.print(table)
     console.print(
-        f"measured {summary['measured']} kernel networks in {summary['seconds']:.0f} s; kept in "
+        f"measured {summary['measured']} networks in {summary['seconds']:.0f} s; kept in "
         f"{summary['folder']}. Predict with `infercast predict --device local MODEL`; "
         "`--budget-s 300` adds more.",
         highlight=False,

@@ -15,10 +15,11 @@ time is mostly fixed cost, and its ratio says little of a large kernel's), pulle
 machine's overall (median) ratio — a layout class towards its kind's — by ``PRIOR`` networks'
 weight, so a kind measured once moves little. A prediction is the host's, times the factor of
 its kernels' mix: Σ factor(kind) · predicted kernel time / Σ predicted kernel time, from the
-host's op-wise kernel regressors. Its interval is the host's, widened by how uncertain the mix
-factor is: each kind factor's standard error (the weighted spread of its networks' log ratios
-over the square root of their effective number and the prior's weight), weighted as the factors
-are, at the interval's normal quantile.
+host's op-wise kernel regressors; design-space configs measured beside the kernel networks
+refit the factors where kernels alone mislead (``local_networks``). Its interval is the host's,
+widened by how uncertain the mix factor is: each kind factor's standard error (the weighted
+spread of its networks' log ratios over the square root of their effective number and the
+prior's weight), weighted as the factors are, at the interval's normal quantile.
 
 What a calibration measured lives under ``cache_root()/calibrations/<key>/`` — ``kernels.db``, a
 store a rerun resumes, and ``calibration.json``, written whole once it is fitted — where the key
@@ -182,6 +183,7 @@ class Calibration:
     # the channel block of ONNX Runtime's blocked layout here, which decides its tensors' sizes
     nchwc_block: int
     processor: dict[str, Any] = field(default_factory=dict)
+    networks: int = 0  # design-space configs the factors were refitted on (``local_networks``)
 
     def save(self, path: Path) -> None:
         from infercast.files import write_cached
@@ -204,7 +206,7 @@ class Calibration:
             return None
         return calibration
 
-    def _measured(self, kind: str | None) -> str | None:
+    def measured_kind(self, kind: str | None) -> str | None:
         """The kind as measured: itself, else the kind of its layout class, else None."""
         if not isinstance(kind, str):  # a kernel type of no kind
             return None
@@ -214,11 +216,11 @@ class Calibration:
         return None
 
     def kind_factor(self, kind: str | None) -> float:
-        measured = self._measured(kind)
+        measured = self.measured_kind(kind)
         return self.kinds[measured]["factor"] if measured else self.factor
 
     def kind_se(self, kind: str | None) -> float:
-        measured = self._measured(kind)
+        measured = self.measured_kind(kind)
         # a kind never measured is the overall ratio: as uncertain as the least known kind
         return self.kinds[measured]["se"] if measured else max(k["se"] for k in self.kinds.values())
 
@@ -287,8 +289,8 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
             for kind, figures in calibration.kinds.items()
         )
         facts = (
-            f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel "
-            f"networks measured in {calibration.seconds:.0f} s "
+            f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel networks "
+            f"and {calibration.networks} design-space configs measured in {calibration.seconds:.0f} s "
             f"(overall ×{calibration.factor:.2f}; {per_kind})"
         )
     facts += (
@@ -322,9 +324,9 @@ class LocalDevice:
         self.host = hosts.load(calibration.source)
         self.memory = load_memory_model()
 
-    def mix_factors(self, graphs: list[Graph]) -> tuple[np.ndarray, np.ndarray]:
-        """Per graph: Σ kind factor · predicted kernel time / Σ predicted kernel time, and the
-        standard error of its log (the kinds' weighted alike)."""
+    def kind_times(self, graphs: list[Graph]) -> pd.DataFrame:
+        """Per graph (a row each, in order) the host's predicted kernel time of each kind (a
+        column each; "" for kernels of no kind)."""
         host = self.host
         rules = rules_for(host.backend, host.settings, host.machine)
         tables = [executed_kernels(g, rules, model=str(i)) for i, g in enumerate(graphs)]
@@ -333,7 +335,7 @@ class LocalDevice:
         kinds = pd.Series(
             [
                 layout_class(kind, int(c_in), int(c_out), int(groups), there, here)
-                if kind in CONV_CLASSES else kind
+                if kind in CONV_CLASSES else kind if isinstance(kind, str) else ""
                 for kind, c_in, c_out, groups in zip(
                     kernels["op_type"].map(KERNEL_KINDS), kernels["c_in"], kernels["c_out"],
                     kernels["groups"].fillna(1), strict=True,
@@ -341,16 +343,20 @@ class LocalDevice:
             ],
             index=kernels.index,
         )  # fmt: skip
-        time = kernels["latency_ms"].groupby(kernels["model"]).sum()
-        ids = [str(i) for i in range(len(graphs))]
+        times = kernels["latency_ms"].groupby([kernels["model"], kinds]).sum().unstack(fill_value=0.0)
+        return times.reindex([str(i) for i in range(len(graphs))], fill_value=0.0)
+
+    def mix_factors(self, graphs: list[Graph]) -> tuple[np.ndarray, np.ndarray]:
+        """Per graph: Σ kind factor · predicted kernel time / Σ predicted kernel time, and the
+        standard error of its log (the kinds' weighted alike)."""
+        times = self.kind_times(graphs)
+        total = times.to_numpy().sum(axis=1)
+        calibration = self.calibration
 
         def mixed(per_kind: Any, default: float) -> np.ndarray:
-            weighted = (
-                (kernels["latency_ms"] * kinds.map(per_kind).astype(float)).groupby(kernels["model"]).sum()
-            )
-            return (weighted / time).reindex(ids).fillna(default).to_numpy()
+            weighted = times.to_numpy() @ np.array([per_kind(kind or None) for kind in times.columns])
+            return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), default)
 
-        calibration = self.calibration
         return (
             mixed(calibration.kind_factor, calibration.factor),
             mixed(calibration.kind_se, calibration.kind_se(None)),

@@ -1,0 +1,67 @@
+"""Whole networks beside kernels in a calibration (``infercast calibrate``): a few design-space
+configs measured here correct the kind factors where one-kernel networks mislead.
+
+One-kernel networks say how a kind of kernel runs alone. Inside a network it may gain more or
+less: on a 2-core Xeon (Emerald Rapids), measured in one campaign with the Zen 4 host's kernel
+networks, dense convolutions ran 0.78× the Zen 4's times alone, while the real networks ran
+0.77× the Zen 4 host's predictions, and the per-kind factors that fit them best gave dense
+convolutions ×0.70 against the kernel networks' ×0.86 (benchmarks/kernel_gap.py). So a
+calibration also measures configs of the built-in design spaces at 224², batch 1 (``carb-resnet``
+and ``mobile-nas``, chosen in ``api.calibrating``; never a zoo network, whose measurements are the
+test), and refits the kind factors on them: each config's prediction split by the kinds of its
+kernels (the host's op-wise kernel predictions, as a prediction's mix is), the factors those
+parts are scaled by minimise Σ ((parts · f − y) / y)² + ``PULL`` ‖f − f_kernels‖² — the kernel
+networks' factors the prior a few configs move, and keep where the configs do not tell (a kind
+they hardly hold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from infercast.graph import Graph
+    from infercast.predictors.devices.local import Calibration
+
+# the prior's weight, in relative-error units: on the Xeon, from the Zen 4 host with 10 configs,
+# 0.1 left the real networks 7.9 % off at the median of 40 draws, 1.0 9.8 %, kernels alone 16.4 %
+PULL = 0.1
+# what the factor of the kernels of no measured kind is called among the fitted ones
+OVERALL = ""
+
+
+def refit(calibration: Calibration, graphs: list[Graph], here_ms: np.ndarray) -> Calibration:
+    """``calibration`` with its kind factors (and its overall factor, for kinds it did not
+    measure) refitted on configs measured here: their captured ``graphs`` and latencies
+    ``here_ms``; ``networks`` says how many."""
+    from scipy.optimize import nnls
+
+    from infercast.predictors.devices.local import LocalDevice
+
+    if not graphs:
+        return calibration
+    device = LocalDevice(calibration)
+    times = device.kind_times(graphs)
+    # each kernel's kind as the calibration measured it (a layout class it did not: its kind's)
+    names = [(calibration.measured_kind(kind or None) or OVERALL) for kind in times.columns]
+    times = times.T.groupby(names).sum().T
+    base = device.host.predict_graphs(graphs)["latency_ms"].to_numpy()
+    parts = (
+        base[:, None] * times.to_numpy() / np.clip(times.to_numpy().sum(axis=1, keepdims=True), 1e-12, None)
+    )
+    prior = np.array([calibration.kind_factor(kind or None) for kind in times.columns])
+    y = np.asarray(here_ms, dtype=np.float64)
+    design = np.vstack([parts / y[:, None], np.sqrt(PULL) * np.eye(len(prior))])
+    target = np.concatenate([np.ones(len(y)), np.sqrt(PULL) * prior])
+    factors, _ = nnls(design, target)
+    fitted = dict(zip(times.columns, factors.tolist(), strict=True))
+    kinds = {
+        kind: {**figures, "factor": fitted.get(kind, figures["factor"])}
+        for kind, figures in calibration.kinds.items()
+    }
+    return replace(
+        calibration, kinds=kinds, factor=fitted.get(OVERALL, calibration.factor), networks=len(graphs)
+    )
