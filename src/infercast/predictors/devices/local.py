@@ -1,5 +1,5 @@
 """``local``: this machine, as the nearest shipped host recalibrated per kind of kernel from a
-short campaign of one-kernel networks measured here (``infercast calibrate``).
+short campaign of one-kernel networks (and design-space configs) measured here (``infercast calibrate``).
 
 One factor cannot carry a host predictor to another CPU: a machine with other vector units speeds
 dense convolutions up by one ratio and grouped convolutions, shuffles and element-wise kernels by
@@ -307,9 +307,9 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
         setting=f"device cpu, opt_level all, threads {threads}; batch 1",
         dtype="fp32",
         source=facts,
-        n_train=calibration.n if calibration else 0,
+        n_train=calibration.n + calibration.networks if calibration else 0,
         accepts="any captured graph (as the host it was calibrated from)",
-        trained_on="kernel networks measured here",
+        trained_on="kernel networks and design-space configs measured here",
         fingerprint={"processor": processor, "libraries": {"onnxruntime": runtime}},
     )
 
