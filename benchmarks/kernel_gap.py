@@ -94,48 +94,30 @@ def spread(ratio: pd.Series) -> str:
     return f"{ratio.median():.3f} ({ratio.quantile(0.25):.3f}–{ratio.quantile(0.75):.3f}, n {len(ratio)})"
 
 
-def kind_parts(source: str, calibration, graphs: list) -> tuple[np.ndarray, list[str]]:
-    """Each graph's host prediction split by the calibration's kinds (and the kernels of none)."""
-    import copy
-
-    from infercast.predictors.devices import local
-
-    device = local.LocalDevice(calibration)
-    base = device.host.predict_graphs(graphs)["latency_ms"].to_numpy()
-    kinds = list(calibration.kinds)
-    parts = []
-    for kind in [*kinds, None]:
-        one = copy.deepcopy(calibration)
-        one.kinds = {k: {**v, "factor": float(k == kind)} for k, v in calibration.kinds.items()}
-        one.factor = float(kind is None)
-        device.calibration = one
-        parts.append(base * device.mix_factors(graphs)[0])
-    return np.column_stack(parts), [*kinds, "no kind"]
-
-
 def errors(predicted: np.ndarray, truth: np.ndarray) -> str:
     error = np.abs(predicted / truth - 1)
     return f"{np.median(error):.1%} median, {np.mean(error <= 0.1):.0%} within ±10 %"
 
 
 def oracle_lines(source: str, rows: pd.DataFrame, real: pd.Series, graphs: list, block: int) -> list[str]:
-    from infercast.predictors.devices import local
+    from infercast.predictors.devices import local, local_networks
 
     kernels = rows[rows["model"].str.startswith("space:kernels")].rename(columns={"low_ms": "here_ms"})
     calibration = local.fit(kernels[["model", "here_ms"]], source, 1, 0.0, block)
-    parts, kinds = kind_parts(source, calibration, graphs)
-    truth = real.to_numpy()
+    frame = local_networks.kind_parts(calibration, graphs)
+    kinds = [kind or "no kind measured" for kind in frame.columns]
+    parts, truth = frame.to_numpy(), real.to_numpy()
     scaled = parts / truth[:, None]
     fitted, _ = nnls(scaled, np.ones(len(truth)))
     loo = np.empty(len(truth))
     for i in range(len(truth)):
         keep = np.arange(len(truth)) != i
         loo[i] = parts[i] @ nnls(scaled[keep], np.ones(keep.sum()))[0]
-    from_kernels = parts @ np.array([calibration.kind_factor(k) for k in kinds[:-1]] + [calibration.factor])
+    from_kernels = parts @ np.array([calibration.kind_factor(kind or None) for kind in frame.columns])
     shares = np.median(parts / parts.sum(axis=1, keepdims=True), axis=0)
     return [
         f"- from its kernel networks measured here ({len(kernels)}; as `calibrate` fits them): "
-        + ", ".join(f"{k} ×{calibration.kind_factor(k):.2f}" for k in kinds[:-1])
+        + ", ".join(f"{k} ×{calibration.kind_factor(k):.2f}" for k in calibration.kinds)
         + f" → the real networks {errors(from_kernels, truth)}",
         "- the factors that fit the real networks best (on their truth): "
         + ", ".join(f"{k} ×{f:.2f}" for k, f in zip(kinds, fitted, strict=True))

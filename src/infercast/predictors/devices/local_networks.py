@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 if TYPE_CHECKING:
     from infercast.graph import Graph
@@ -33,31 +34,37 @@ PULL = 0.1
 OVERALL = ""
 
 
-def refit(calibration: Calibration, graphs: list[Graph], here_ms: np.ndarray) -> Calibration:
-    """``calibration`` with its kind factors (and its overall factor, for kinds it did not
-    measure) refitted on configs measured here: their captured ``graphs`` and latencies
-    ``here_ms``; ``networks`` says how many."""
-    from scipy.optimize import nnls
-
+def kind_parts(calibration: Calibration, graphs: list[Graph]) -> pd.DataFrame:
+    """Each graph's prediction from the calibration's host split by the kinds the calibration
+    measured (a column each; ``OVERALL`` for kernels of a kind it did not measure): its kernels'
+    predicted times of each kind, scaled to sum to the host's prediction."""
     from infercast.predictors.devices.local import LocalDevice
 
-    if not graphs:
-        return calibration
     device = LocalDevice(calibration)
     times = device.kind_times(graphs)
     # each kernel's kind as the calibration measured it (a layout class it did not: its kind's)
     names = [(calibration.measured_kind(kind or None) or OVERALL) for kind in times.columns]
     times = times.T.groupby(names).sum().T
     base = device.host.predict_graphs(graphs)["latency_ms"].to_numpy()
-    parts = (
-        base[:, None] * times.to_numpy() / np.clip(times.to_numpy().sum(axis=1, keepdims=True), 1e-12, None)
-    )
-    prior = np.array([calibration.kind_factor(kind or None) for kind in times.columns])
+    total = np.clip(times.to_numpy().sum(axis=1, keepdims=True), 1e-12, None)
+    return pd.DataFrame(base[:, None] * times.to_numpy() / total, columns=times.columns)
+
+
+def refit(calibration: Calibration, graphs: list[Graph], here_ms: np.ndarray) -> Calibration:
+    """``calibration`` with its kind factors (and its overall factor, for kinds it did not
+    measure) refitted on configs measured here: their captured ``graphs`` and latencies
+    ``here_ms``; ``networks`` says how many."""
+    from scipy.optimize import nnls
+
+    if not graphs:
+        return calibration
+    parts = kind_parts(calibration, graphs)
+    prior = np.array([calibration.kind_factor(kind or None) for kind in parts.columns])
     y = np.asarray(here_ms, dtype=np.float64)
-    design = np.vstack([parts / y[:, None], np.sqrt(PULL) * np.eye(len(prior))])
+    design = np.vstack([parts.to_numpy() / y[:, None], np.sqrt(PULL) * np.eye(len(prior))])
     target = np.concatenate([np.ones(len(y)), np.sqrt(PULL) * prior])
     factors, _ = nnls(design, target)
-    fitted = dict(zip(times.columns, factors.tolist(), strict=True))
+    fitted = dict(zip(parts.columns, factors.tolist(), strict=True))
     kinds = {
         kind: {**figures, "factor": fitted.get(kind, figures["factor"])}
         for kind, figures in calibration.kinds.items()
