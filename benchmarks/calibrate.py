@@ -14,6 +14,8 @@ The calibration starts from nothing in a temporary cache, from ``--source`` (by 
 shipped host nearest to this machine; "as shipped" is that host's prediction). Each machine and
 source is one block, kept under the machine's fingerprint in ``benchmarks/calibrate_machines.json``:
 a run on another machine, or from another host, adds a block; a rerun replaces its own.
+``--keep DIR`` keeps the calibration's store and fit in DIR (the cache it ran in), to replay the
+fit on what it measured without measuring again.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=60.0)
     parser.add_argument("--more-s", type=float, default=240.0)
     parser.add_argument("--source", help="the shipped host to calibrate from (default: the nearest)")
+    parser.add_argument("--keep", help="a new folder to keep the calibration's cache in (default: discarded)")
     args = parser.parse_args()
     from infercast.machine import cpu_fingerprint
     from infercast.predictors.devices.local import nearest_host
@@ -122,7 +125,10 @@ def main() -> None:
     models = sorted(set.intersection(*(set(run) for run in runs)))
     truth = np.array([min(run[m] for run in runs) for m in models])
     noise = float(np.median([abs(runs[-1][m] / runs[0][m] - 1) for m in models]))
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as temporary:
+        cache = args.keep or temporary
+        if args.keep and Path(args.keep).exists():
+            parser.error(f"--keep {args.keep}: exists; the calibration must start from nothing")
         os.environ["INFERCAST_CACHE"] = cache
         rows = rows_here(models, truth, (args.budget_s, args.more_s), source)
     processor = cpu_fingerprint()
