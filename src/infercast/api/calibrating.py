@@ -106,7 +106,7 @@ def _interleaved(kernels: list[str]) -> list[str]:
 def _fitted(measured: pd.DataFrame, source: str, threads: int, seconds: float, block: int) -> Calibration:
     """The calibration from the kernel networks measured here, refitted on the design-space
     configs measured here (``local_networks``)."""
-    from infercast.models.guarded import capture_model
+    from infercast.models.capturing import capture_model
     from infercast.predictors.devices import local, local_networks
 
     configs = measured["model"].map(is_design_config)

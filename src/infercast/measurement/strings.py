@@ -112,7 +112,8 @@ def model_configs(
     (``failure`` kind and ``reason``), as a measurement failure would be reported.
     ``progress(done, total)`` follows the captures."""
     from infercast.features import featurize
-    from infercast.models.guarded import LoadTimeout, capture_model
+    from infercast.models.capturing import capture_model
+    from infercast.models.guarded import LoadTimeout
 
     rows, unusable = [], {}
     for done, model in enumerate(models):
