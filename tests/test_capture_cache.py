@@ -1,5 +1,5 @@
-"""Captured graphs kept on disk: read back equal, keyed by what changes a graph, and a warm
-prediction or a typo never imports PyTorch."""
+"""Captured graphs kept on disk: read back equal, keyed by what changes a graph, filled by what
+measures a model as by what predicts it, and a warm prediction or a typo never imports PyTorch."""
 
 from __future__ import annotations
 
@@ -31,6 +31,18 @@ def test_a_cached_graph_is_the_captured_one(cache: Path, model: str) -> None:
     again, source_again = capture_model(model)
     assert again == fresh and source_again == source
     assert graph_from_dict(json.loads(json.dumps(graph_to_dict(fresh)))) == fresh
+
+
+def test_a_model_measured_or_imported_is_captured_once(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infercast.measurement import model_configs
+
+    model = "space:carb-resnet?depth=10&width=0.25"
+    (row,), unusable = model_configs([model], (1, 3, 32, 32))
+    assert not unusable and len(list(cache.glob("*.json"))) == 1
+    captured = []
+    monkeypatch.setattr("infercast.models.guarded.capture_model", lambda *args: captured.append(args))
+    graph, _ = capture_model(model, (1, 3, 32, 32))  # what predict and adapt call: read back
+    assert not captured and list(graph.input_shape) == row["params"]["input_shape"] == [1, 3, 32, 32]
 
 
 def test_the_key_holds_shape_batch_and_versions(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
