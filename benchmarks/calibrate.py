@@ -158,7 +158,8 @@ def main() -> None:
         "network. One block per machine fingerprint and host calibrated from "
         "(`benchmarks/calibrate_machines.json`); a block dated before 2026-12-07 06:00 UTC ran earlier "
         "calibration rules: kernel networks alone (no configs in its rows), and before 2026-12-06 17:00 "
-        "UTC every network weighted alike, one dense convolution a round, no layout kinds.",
+        "UTC every network weighted alike, one dense convolution a round, no layout kinds. From "
+        "2026-12-07 11:00 UTC a machine like its host's measures kernel networks alone.",
         "",
     ]
     for other in machines.values():

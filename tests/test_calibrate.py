@@ -1,5 +1,6 @@
 """``infercast calibrate`` and the ``local`` device: the plan's order, the per-kind fit, a kernel
-mix scaled by its kinds' factors, the refit on design-space configs, and a real calibration on a
+mix scaled by its kinds' factors, the refit on design-space configs (measured on a machine unlike
+the host's), and a real calibration on a
 tiny budget — killed with SIGKILL
 mid-way, resumed, used by ``predict --device local``, reused, and gone for another machine."""
 
@@ -131,6 +132,18 @@ def test_design_space_configs_measured_here_refit_the_kind_factors() -> None:
     assert order[: calibrating.PASS_BLOCK] == kernels[: calibrating.PASS_BLOCK]
     assert all(calibrating.is_design_config(m) for m in order[calibrating.PASS_BLOCK : block])
     assert order[block:][: calibrating.PASS_BLOCK] == kernels[calibrating.PASS_BLOCK :]
+
+
+def test_a_machine_like_its_hosts_measures_kernel_networks_alone(monkeypatch, tmp_path) -> None:
+    # the Zen 4 host's own kind of machine, replayed: its tables already hold how kernels run
+    # inside networks there; any other host is calibrated with configs between the blocks
+    monkeypatch.setattr(cpu, "CPUINFO", CPUS / "epyc-zen4-kvm.cpuinfo")
+    monkeypatch.setattr(cpu, "CACHES", tmp_path / "no-caches")
+    assert calibrating.configs_per_block("epyc-zen4-2core/ort-cpu") == 0
+    for elsewhere in (HOST, "xeon-emr-2core/ort-cpu"):
+        assert calibrating.configs_per_block(elsewhere) == calibrating.CONFIGS_PER_BLOCK
+    kernels = [f"space:kernels?k={i}" for i in range(2 * calibrating.PASS_BLOCK)]
+    assert calibrating._interleaved(kernels, per_block=0) == kernels
 
 
 def _stored(db: Path) -> list[str]:

@@ -1,7 +1,7 @@
 """``calibrate``: this machine's ``local`` device (``predictors.devices.local``) — the nearest
 shipped host's kernel networks measured here for ``budget_s`` seconds, most informative first,
-with a few design-space configs between them, and the host recalibrated per kind of kernel on
-them. What ``infercast calibrate`` runs."""
+with a few design-space configs between them on a machine unlike the host's, and the host
+recalibrated per kind of kernel on them. What ``infercast calibrate`` runs."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def design_configs(count: int, seed: int = 0) -> list[str]:
     stratified and shuffled, so that the first few already spread over it."""
     from infercast import space
 
+    if count < 1:
+        return []
     drawn = []
     for name, fixed in (("carb-resnet", {"batch": [1], "precision": ["fp32"], "input_size": [224]}),
                         ("mobile-nas", {"batch": [1], "resolution": [224]})):  # fmt: skip
@@ -95,12 +97,24 @@ def is_design_config(model: str) -> bool:
     return model.startswith(tuple(f"space:{name}?" for name in RANGES))
 
 
-def _interleaved(kernels: list[str]) -> list[str]:
-    """The kernel networks in their order, ``CONFIGS_PER_BLOCK`` design-space configs after each
-    block of ``PASS_BLOCK``: whole networks from the first minute on."""
+def _interleaved(kernels: list[str], per_block: int = CONFIGS_PER_BLOCK) -> list[str]:
+    """The kernel networks in their order, ``per_block`` design-space configs after each block of
+    ``PASS_BLOCK``: whole networks from the first minute on."""
     blocks = [kernels[i : i + PASS_BLOCK] for i in range(0, len(kernels), PASS_BLOCK)]
-    configs = iter(design_configs(len(blocks) * CONFIGS_PER_BLOCK))
-    return [model for block in blocks for model in [*block, *islice(configs, CONFIGS_PER_BLOCK)]]
+    configs = iter(design_configs(len(blocks) * per_block))
+    return [model for block in blocks for model in [*block, *islice(configs, per_block)]]
+
+
+def configs_per_block(source: str) -> int:
+    """How many design-space configs a calibration from host ``source`` measures after each block:
+    none on a machine like the host's (nothing its fingerprint records differs), whose tables
+    already hold how kernels run inside networks on such a CPU — there the configs only took
+    budget from the kernel networks (RESULTS.md, "Calibration on each machine": on the Zen 4 and
+    the Xeon, from their own hosts, a minute's calibration did worse with them)."""
+    from infercast.machine import differences_here
+    from infercast.predictors.devices import hosts
+
+    return CONFIGS_PER_BLOCK if differences_here(hosts.hosts()[source].get("fingerprint", {})) else 0
 
 
 def _fitted(measured: pd.DataFrame, source: str, threads: int, seconds: float, block: int) -> Calibration:
@@ -157,7 +171,7 @@ def calibrate(
     chosen = backends.get(backend, threads=threads, opt_level="all")
     platform_id = platform_of(chosen).id
     block = int(chosen.machine_facts().get("nchwc_block", 0))
-    order = _interleaved(local.plan(source, block)["model"].tolist())
+    order = _interleaved(local.plan(source, block)["model"].tolist(), configs_per_block(source))
     done = (
         set(_measured(db, platform_id, local.CAMPAIGN)["model"])
         if (folder / local.STORE_FILE).is_file()

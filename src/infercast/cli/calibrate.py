@@ -25,9 +25,9 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Measure the nearest shipped host's (or --source's) kernel networks here for --budget-s
-    seconds, most informative first, with a few design-space configs between them, and
-    recalibrate that host per kind of kernel (dense, depthwise and grouped convolutions,
-    element-wise, memory moves, pools, linear). Kept under this machine's fingerprint:
+    seconds, most informative first, with a few design-space configs between them on a machine
+    unlike the host's, and recalibrate that host per kind of kernel (dense, depthwise and grouped
+    convolutions, element-wise, memory moves, pools, linear). Kept under this machine's fingerprint:
     `infercast predict --device local MODEL` uses it. A rerun resumes where the last stopped; an
     interrupted one leaves what it measured."""
     from infercast.api.calibrating import calibrate as run

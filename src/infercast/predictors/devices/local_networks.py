@@ -6,13 +6,13 @@ less: on a 2-core Xeon (Emerald Rapids), measured in one campaign with the Zen 4
 networks, dense convolutions ran 0.78× the Zen 4's times alone, while the real networks ran
 0.77× the Zen 4 host's predictions, and the per-kind factors that fit them best gave dense
 convolutions ×0.70 against the kernel networks' ×0.86 (benchmarks/kernel_gap.py). So a
-calibration also measures configs of the built-in design spaces at 224², batch 1 (``carb-resnet``
-and ``mobile-nas``, chosen in ``api.calibrating``; never a zoo network, whose measurements are the
-test), and refits the kind factors on them: each config's prediction split by the kinds of its
-kernels (the host's op-wise kernel predictions, as a prediction's mix is), the factors those
-parts are scaled by minimise Σ ((parts · f − y) / y)² + ``PULL`` ‖f − f_kernels‖² — the kernel
-networks' factors the prior a few configs move, and keep where the configs do not tell (a kind
-they hardly hold).
+calibration on a machine unlike its host's also measures configs of the built-in design spaces at
+224², batch 1 (``carb-resnet`` and ``mobile-nas``, chosen in ``api.calibrating``; never a zoo
+network, whose measurements are the test), and refits the kind factors on them: each config's
+prediction split by the kinds of its kernels (the host's op-wise kernel predictions, as a
+prediction's mix is), the factors those parts are scaled by minimise Σ ((parts · f − y) / y)² +
+``PULL`` ‖f − f_kernels‖² — the kernel networks' factors the prior a few configs move, and keep
+where the configs do not tell (a kind they hardly hold).
 """
 
 from __future__ import annotations
