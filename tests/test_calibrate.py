@@ -1,8 +1,7 @@
 """``infercast calibrate`` and the ``local`` device: the plan's order, the per-kind fit, a kernel
 mix scaled by its kinds' factors, the refit on design-space configs (measured on a machine unlike
-the host's), and a real calibration on a
-tiny budget — killed with SIGKILL
-mid-way, resumed, used by ``predict --device local``, reused, and gone for another machine."""
+the host's), and a real calibration on a tiny budget — killed with SIGKILL mid-way, resumed, used
+by ``predict --device local``, reused, and gone for another machine."""
 
 from __future__ import annotations
 
