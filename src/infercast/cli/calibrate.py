@@ -48,10 +48,8 @@ def calibrate(
     if as_json:
         print_json(summary)
         return
-    table = Table(
-        title=f"this machine against {summary['source']} ({summary['n']} kernel networks, "
-        f"{summary['networks']} design-space configs)"
-    )
+    configs = f", {summary['networks']} design-space configs" if summary["networks"] else ""
+    table = Table(title=f"this machine against {summary['source']} ({summary['n']} kernel networks{configs})")
     for column in ("kind of kernel", "kernel networks", "factor"):
         table.add_column(column, justify="left" if column == "kind of kernel" else "right")
     for kind, figures in summary["kinds"].items():

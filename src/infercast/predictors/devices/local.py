@@ -289,8 +289,9 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
             for kind, figures in calibration.kinds.items()
         )
         facts = (
-            f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel networks "
-            f"and {calibration.networks} design-space configs measured in {calibration.seconds:.0f} s "
+            f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel networks"
+            f"{f' and {calibration.networks} design-space configs' if calibration.networks else ''} "
+            f"measured in {calibration.seconds:.0f} s "
             f"(overall ×{calibration.factor:.2f}; {per_kind})"
         )
     facts += (
