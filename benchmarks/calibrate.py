@@ -115,6 +115,8 @@ def main() -> None:
     parser.add_argument("--source", help="the shipped host to calibrate from (default: the nearest)")
     parser.add_argument("--keep", help="a new folder to keep the calibration's cache in (default: discarded)")
     args = parser.parse_args()
+    if args.keep and Path(args.keep).exists():
+        parser.error(f"--keep {args.keep}: exists; the calibration must start from nothing")
     from infercast.machine import cpu_fingerprint
     from infercast.predictors.devices.local import nearest_host
 
@@ -126,10 +128,7 @@ def main() -> None:
     truth = np.array([min(run[m] for run in runs) for m in models])
     noise = float(np.median([abs(runs[-1][m] / runs[0][m] - 1) for m in models]))
     with tempfile.TemporaryDirectory() as temporary:
-        cache = args.keep or temporary
-        if args.keep and Path(args.keep).exists():
-            parser.error(f"--keep {args.keep}: exists; the calibration must start from nothing")
-        os.environ["INFERCAST_CACHE"] = cache
+        os.environ["INFERCAST_CACHE"] = args.keep or temporary
         rows = rows_here(models, truth, (args.budget_s, args.more_s), source)
     processor = cpu_fingerprint()
     described = {k: v for k, v in processor.items() if k != "isa"}
