@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tools.device_tables import host_tables, write_host
+from tools.device_tables import add_to_host, added_kernels, host_tables, write_host
 from torch import nn
 
 import infercast
@@ -39,7 +40,7 @@ from infercast.predictors.devices.features import DEVICE_FEATURES, SMALL_KERNEL_
 from infercast.predictors.errors import PredictorError
 from infercast.predictors.physical import PhysicalLatency
 from infercast.predictors.routes import BLEND, COMBINED, MEAN, OPWISE, OPWISE_ESTIMATE, PHYSICAL
-from infercast.store import Store
+from infercast.store import Platform, Store
 
 from .conftest import requires_pytorchcv
 from .helpers import infercast as run_cli
@@ -359,6 +360,93 @@ def test_a_hosts_tables_are_built_from_design_space_profiles_only(tmp_path, monk
         store.add_measurement(made["platform_id"], "first", synthetic_measurement("zoo", 5.0, 20.0, 0.01))
     with pytest.raises(PredictorError, match=r"outside the design spaces \(pytorchcv:resnet18"):
         host_tables(made["db"], ["first"], [])
+
+
+def _kernel_store(db, fingerprint: dict, campaign: str) -> None:
+    """A store of two one-kernel networks with their op rows, on a platform of ``fingerprint``."""
+    kernels = space.get("kernels")
+    shapes = [
+        {
+            "op": "conv",
+            "side": 8,
+            "cin": 18,
+            "cout": 16,
+            "kernel": 1,
+            "stride": 1,
+            "groups": 1,
+            "act": "relu",
+        },
+        {
+            "op": "dwconv",
+            "side": 8,
+            "cin": 18,
+            "cout": 18,
+            "kernel": 3,
+            "stride": 1,
+            "groups": 18,
+            "act": "none",
+        },
+    ]
+    configs = kernels.with_ids(pd.DataFrame(shapes).assign(batch=1))
+    with Store(db) as store:
+        platform_id = store.add_platform(Platform("ort-cpu", {"threads": 1, "opt_level": "all"}, fingerprint))
+        store.add_configs(kernels.config_rows(configs))
+        for shape, config_id in zip(shapes, configs["id"], strict=True):
+            op = {"op_type": shape["op"], "kernel": "0", "fused_ops": ["Conv", "Relu"], "latency_ms": 0.02}
+            op |= {"h_in": 8, "w_in": 8, "c_in": 18, "h_out": 8, "w_out": 8, "c_out": shape["cout"]}
+            op |= {
+                "kernel_size": shape["kernel"],
+                "stride": 1,
+                "groups": shape["groups"],
+                "algorithm": "nchw",
+            }
+            measured = replace(synthetic_measurement(config_id, 0.03, 1.0, 0.01), ops=[op])
+            store.add_measurement(platform_id, campaign, measured)
+
+
+def test_kernel_campaigns_of_a_hosts_kind_of_machine_add_to_its_tables(tmp_path, monkeypatch) -> None:
+    processor = {"vendor": "AuthenticAMD", "family": 25, "model": 17, "isa": {"avx2": True, "avx512f": True}}
+    processor |= {"l2_kib": 1024, "l3_kib": 32768}
+    recorded = {"processor": processor, "libraries": {"onnxruntime": "1.32.0"}}
+    host = {"backend": "ort-cpu", "settings": {"threads": 1, "opt_level": "all"}, "nchwc_block": 16}
+    host |= {"fingerprint": recorded, "latency_stat": "steady_ms", "kernel_campaigns": ["first"]}
+    host |= {"n_kernel_networks": 1, "source": "its own profiles: 3 design-space configs, 1 kernel networks"}
+    files = (hosts.OPS_FILE, hosts.KERNEL_NETWORKS_FILE, hosts.META_FILE)
+    shipped = {f: tmp_path / f for f in files}
+    pd.DataFrame(
+        {"model": ["a"], "op_type": ["conv"], "latency_ms": [1.0], "kernel_campaign": [False]}
+    ).assign(device="test/host").to_parquet(shipped[hosts.OPS_FILE])
+    pd.DataFrame(
+        {"model": ["space:kernels?op=add"], "latency_ms": [0.1], "device": ["test/host"]}
+    ).to_parquet(shipped[hosts.KERNEL_NETWORKS_FILE])
+    shipped[hosts.META_FILE].write_text(json.dumps({"devices": {"test/host": host}}))
+    monkeypatch.setattr("tools.device_tables.data_file", lambda f: shipped[f])
+    monkeypatch.setattr("infercast.predictors.devices.hosts.data_file", lambda f: shipped[f])
+    hosts.forget_tables()
+    try:
+        like = {"processor": processor, "libraries": {"onnxruntime": "1.32.0"}, "nchwc_block": 16}
+        _kernel_store(tmp_path / "like.db", like, "nchw")
+        ops, networks, described = added_kernels(tmp_path / "like.db", "test/host", ["nchw"])
+        assert len(ops) == 2 and ops["kernel_campaign"].all() and set(ops["algorithm"]) == {"nchw"}
+        assert len(networks) == 2 and networks["model"].str.startswith("space:kernels?").all()
+        assert described["kernel_campaigns"] == ["first", "nchw"] and described["n_kernel_networks"] == 3
+        assert described["source"].endswith(", 3 kernel networks")
+        add_to_host("test/host", ops, networks, described)
+        assert hosts.kernel_networks("test/host")["model"].nunique() == 3
+        assert hosts.hosts()["test/host"]["kernel_campaigns"] == ["first", "nchw"]
+        with pytest.raises(PredictorError, match=r"already holds \['nchw'\]"):
+            added_kernels(tmp_path / "like.db", "test/host", ["nchw"])
+        # another kind of machine: no AVX-512, another ONNX Runtime
+        unlike = {"processor": processor | {"isa": {"avx2": True, "avx512f": False}}, "nchwc_block": 16}
+        _kernel_store(tmp_path / "unlike.db", unlike | {"libraries": {"onnxruntime": "1.31.0"}}, "other")
+        with pytest.raises(
+            PredictorError,
+            match=r"test/host's kind \(here: test/host's.*avx512f here, not there; ONNX Runtime 1\.31\.0 the",
+        ):
+            added_kernels(tmp_path / "unlike.db", "test/host", ["other"])
+    finally:
+        monkeypatch.undo()
+        hosts.forget_tables()
 
 
 def test_cli_devices_list_show_and_the_one_line_error() -> None:

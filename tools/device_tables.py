@@ -5,6 +5,8 @@
     python tools/device_tables.py --host-db runs.db --host-name epyc-2core/ort-cpu \\
         --host-campaign resnets224 --host-campaign mobile224 --host-kernels kernels-v4 \\
         --host-kernels kernels-grouped
+    python tools/device_tables.py --add --host-db more.db --host-name epyc-2core/ort-cpu \\
+        --host-kernels kernels-nchw
 
 usc-mobile: captures each of the 102 pytorchcv networks here (``pretrained=False``, 224×224; about
 30 s), computes its device features and keeps its family and the mean latency of each of the 90
@@ -14,7 +16,9 @@ settings' op-wise routes are trained and shipped zipped (``tflite_gpu.ship``). N
 batch sizes the devices ran (1, 32, 256). A host this project measured (``hosts``): from a store,
 the named design-space campaigns' configs (predictor features, device features of their captured
 graphs, latency, op rows) and the named kernel campaigns' op rows — never a zoo network's
-measurement — and its blend and op-wise routes trained on them. No raw file is copied; the tables
+measurement — and its blend and op-wise routes trained on them. ``--add`` adds kernel campaigns
+measured later on a machine of that host's kind to its shipped tables instead (every machine of
+its kind is a data point), and trains its routes again. No raw file is copied; the tables
 are derived and carry the sources' attribution (``data/ATTRIBUTION.md``). A workflow over
 ``models``, ``space`` and ``predictors``, outside the package: the predictors only read the tables.
 """
@@ -89,6 +93,30 @@ def nb201_feature_table(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _kernel_networks(
+    store: Any, platform_id: str, kernel_campaigns: list[str], latency_stat: str
+) -> tuple[set[str], pd.DataFrame]:
+    """The config ids of a platform's networks in ``kernel_campaigns`` and one row each: ``model``
+    (string), ``latency_ms`` and the device features of its captured graph."""
+    from rich.progress import track
+
+    from infercast.datasets import kernel_campaign_configs, kernel_network_latencies
+    from infercast.models.guarded import capture_model
+    from infercast.predictors.errors import PredictorError
+
+    if not kernel_campaigns:
+        return set(), pd.DataFrame(columns=["model", "latency_ms", *DEVICE_FEATURES])
+    ids = kernel_campaign_configs(store, platform_id, kernel_campaigns)
+    if not ids:
+        raise PredictorError(f"{store.path}: no kernel networks in campaigns {kernel_campaigns}")
+    latencies = kernel_network_latencies(store, platform_id, latency_stat, kernel_campaigns)
+    graphs = [
+        capture_model(m, None)[0]
+        for m in track(latencies["model"].tolist(), description="capturing the kernel networks")
+    ]
+    return ids, pd.concat([latencies.reset_index(drop=True), device_feature_frame(graphs)], axis=1)
+
+
 def host_tables(
     db: Path, campaigns: list[str], kernel_campaigns: list[str], latency_stat: str = "steady_ms"
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
@@ -99,12 +127,7 @@ def host_tables(
     not a design-space one."""
     from rich.progress import track
 
-    from infercast.datasets import (
-        kernel_campaign_configs,
-        kernel_network_latencies,
-        store_tables,
-        training_data,
-    )
+    from infercast.datasets import store_tables, training_data
     from infercast.models.guarded import capture_model
     from infercast.predictors.errors import PredictorError
     from infercast.store import Store
@@ -112,11 +135,8 @@ def host_tables(
     with Store(db, readonly=True) as store:
         data = training_data(store, None, latency_stat, campaigns)
         ops, _ = store_tables(store, data.platform["id"], latency_stat)
-        kernel_networks = kernel_campaign_configs(store, data.platform["id"], kernel_campaigns)
-        kernel_latencies = (
-            kernel_network_latencies(store, data.platform["id"], latency_stat, kernel_campaigns)
-            if kernel_campaigns
-            else pd.DataFrame(columns=["model", "latency_ms"])
+        kernel_networks, kernel_rows = _kernel_networks(
+            store, data.platform["id"], kernel_campaigns, latency_stat
         )
     foreign = [str(m) for m in data.models if not str(m).startswith("space:")]
     if foreign:
@@ -124,8 +144,6 @@ def host_tables(
             f"campaigns {campaigns} hold networks outside the design spaces ({foreign[0]}, …): a host's "
             "shipped predictor learns from design-space profiles and kernel campaigns only"
         )
-    if not kernel_networks and kernel_campaigns:
-        raise PredictorError(f"{db}: no kernel networks in campaigns {kernel_campaigns}")
     graphs = [
         capture_model(str(m), None)[0]
         for m in track(list(data.models), description="capturing the configs' graphs")
@@ -136,13 +154,6 @@ def host_tables(
         latency_ms=data.y["latency_ms"].to_numpy(),
     )
     configs[list(DEVICE_FEATURES)] = device_feature_frame(graphs).to_numpy()
-    kernel_models = kernel_latencies["model"].tolist()
-    kernel_graphs = [
-        capture_model(m, None)[0] for m in track(kernel_models, description="capturing the kernel networks")
-    ]
-    kernel_rows = pd.concat(
-        [kernel_latencies.reset_index(drop=True), device_feature_frame(kernel_graphs)], axis=1
-    )
     design = set(data.config_ids)
     ops = ops[ops["model"].isin(design | kernel_networks)]
     ops = ops.assign(kernel_campaign=ops["model"].isin(kernel_networks)).reset_index(drop=True)
@@ -174,6 +185,87 @@ def host_tables(
     return configs, ops, kernel_rows, host
 
 
+def added_kernels(
+    db: Path, name: str, kernel_campaigns: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Kernel campaigns measured on a machine of shipped host ``name``'s kind, as rows to add to
+    its tables (in the latency statistic they hold): the campaigns' op rows (``kernel_campaign``
+    true), their kernel networks (but those the host holds), and the host's description counting
+    them. Refuses another kind of machine (``_unlike``), a campaign the host already holds, and
+    campaigns measured on more than one platform of the store."""
+    from infercast.datasets import store_tables
+    from infercast.predictors.errors import PredictorError
+    from infercast.store import Store
+
+    host = hosts.hosts()[name]
+    held = sorted(set(kernel_campaigns) & set(host.get("kernel_campaigns", [])))
+    if held:
+        raise PredictorError(f"{name} already holds {held}: rebuild it from its store to replace them")
+    latency_stat = host.get("latency_stat", "steady_ms")
+    with Store(db, readonly=True) as store:
+        measured = store.measurements()
+        platform_ids = measured.loc[measured["campaign"].isin(kernel_campaigns), "platform_id"].unique()
+        if len(platform_ids) != 1:
+            raise PredictorError(
+                f"{db}: campaigns {kernel_campaigns} were measured on {len(platform_ids)} platforms, not one"
+            )
+        unlike = _unlike(name, host, store.platforms().set_index("id").loc[platform_ids[0]])
+        if unlike:
+            raise PredictorError(
+                f"{db} was not measured on a machine of {name}'s kind (here: {name}'s, there: the "
+                f"store's): {'; '.join(unlike)}"
+            )
+        ids, kernel_rows = _kernel_networks(store, platform_ids[0], kernel_campaigns, latency_stat)
+        ops, _ = store_tables(store, platform_ids[0], latency_stat)
+    # a network the host already holds is not counted twice
+    kernel_rows = kernel_rows[~kernel_rows["model"].isin(hosts.kernel_networks(name)["model"])]
+    shipped = pd.read_parquet(data_file(hosts.OPS_FILE), columns=["model", "device"])
+    ids -= set(shipped.loc[shipped["device"] == name, "model"])
+    ops = ops[ops["model"].isin(ids)].assign(kernel_campaign=True).reset_index(drop=True)
+    n_kernel_networks = int(host.get("n_kernel_networks", 0)) + len(kernel_rows)
+    described = {
+        **host,
+        "kernel_campaigns": [*host.get("kernel_campaigns", []), *kernel_campaigns],
+        "n_kernel_networks": n_kernel_networks,
+        "source": host["source"].rsplit(", ", 1)[0] + f", {n_kernel_networks} kernel networks",
+    }
+    return ops, kernel_rows.reset_index(drop=True), described
+
+
+def _unlike(name: str, host: dict[str, Any], platform: pd.Series) -> list[str]:
+    """What differs, in words, between a store's platform ("there") and the machine, runtime and
+    settings shipped host ``name`` was measured with ("here"): empty when the platform is of its kind."""
+    from infercast.machine import differences
+
+    recorded = host.get("fingerprint") or {}
+    fingerprint = platform["fingerprint"]
+    found = differences(fingerprint.get("processor") or {}, recorded.get("processor") or {})
+    checks = (
+        (
+            "ONNX Runtime",
+            fingerprint.get("libraries", {}).get("onnxruntime"),
+            recorded.get("libraries", {}).get("onnxruntime"),
+        ),
+        ("backend", platform["backend"], host["backend"]),
+        ("settings", platform["settings"], host["settings"]),
+        ("channel block", int(fingerprint.get("nchwc_block") or 0), int(host.get("nchwc_block", 0))),
+    )
+    found += [f"{what} {theirs} there, {ours} here" for what, theirs, ours in checks if theirs != ours]
+    return found
+
+
+def add_to_host(name: str, ops: pd.DataFrame, kernel_networks: pd.DataFrame, host: dict[str, Any]) -> None:
+    """Add ``added_kernels``' rows to shipped host ``name``'s tables and its new description."""
+    for file, rows in ((hosts.OPS_FILE, ops), (hosts.KERNEL_NETWORKS_FILE, kernel_networks)):
+        path = data_file(file)
+        table = pd.concat([pd.read_parquet(path), rows.assign(device=name)], ignore_index=True)
+        table.to_parquet(path, index=False)
+    meta = data_file(hosts.META_FILE)
+    devices = json.loads(meta.read_text())["devices"]
+    meta.write_text(json.dumps({"devices": {**devices, name: host}}, indent=1) + "\n")
+    hosts.forget_tables()
+
+
 def write_host(
     name: str, configs: pd.DataFrame, ops: pd.DataFrame, kernel_networks: pd.DataFrame, host: dict[str, Any]
 ) -> None:
@@ -195,6 +287,7 @@ def write_host(
     for path, table in tables:
         table.reset_index(drop=True).to_parquet(path, index=False)
     meta.write_text(json.dumps({"devices": {**devices, name: {**host, **chosen}}}, indent=1) + "\n")
+    hosts.forget_tables()
 
 
 def ship_gpu_routes() -> list[Path]:
@@ -223,8 +316,18 @@ def main() -> None:
         default="steady_ms",
         help="what the host's rows hold (steady_ms: low_ms at the host's usual speed, as train learns)",
     )
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="add --host-kernels measured on a machine of --host-name's kind to its shipped tables",
+    )
     args = parser.parse_args()
-    if args.host_db:
+    if args.add:
+        if not (args.host_db and args.host_kernels) or args.host_campaign:
+            parser.error("--add takes --host-db, --host-name and --host-kernels (no --host-campaign)")
+        add_to_host(args.host_name, *added_kernels(args.host_db, args.host_name, args.host_kernels))
+        hosts.ship(args.host_name)
+    elif args.host_db:
         if not args.host_campaign:
             parser.error("--host-db needs at least one --host-campaign (design-space profiles)")
         write_host(

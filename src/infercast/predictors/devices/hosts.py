@@ -107,6 +107,12 @@ def _table(name: str) -> pd.DataFrame:
     return pd.read_parquet(data_file(name))
 
 
+def forget_tables() -> None:
+    """Read the shipped tables and descriptions again on next use (a tool rewrote them)."""
+    hosts.cache_clear()
+    _table.cache_clear()
+
+
 def names() -> list[str]:
     return sorted(hosts())
 
