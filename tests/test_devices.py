@@ -404,6 +404,31 @@ def _kernel_store(db, fingerprint: dict, campaign: str) -> None:
             store.add_measurement(platform_id, campaign, measured)
 
 
+def test_a_shipped_route_gives_way_only_to_a_clearly_better_one(monkeypatch) -> None:
+    """benchmarks/host_card.py's route choice: the lowest worst-case median error, but the route a
+    host ships stays unless another is lower in 95 % of paired bootstrap draws."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    settled = importlib.import_module("host_card").settled
+    rng = np.random.default_rng(0)
+    shipped = {"random folds": rng.uniform(0, 0.1, 100), "a space held out": rng.uniform(0, 0.2, 60)}
+    # another route as good within the draw of configs: the shipped one stays
+    near = {
+        label: {"stacked": e, "mean of all three": e * rng.uniform(0.8, 1.15, len(e))}
+        for label, e in shipped.items()
+    }
+    route, why = settled(near, ["stacked", "mean of all three"], "stacked")
+    assert route == "stacked" and "as shipped" in why and "a switch needs 95%" in why
+    # one clearly better replaces it, and so does the best where the shipped one's interval fails
+    far = {label: {"stacked": e, "mean of all three": e * 0.6} for label, e in shipped.items()}
+    assert settled(far, ["stacked", "mean of all three"], "stacked")[0] == "mean of all three"
+    assert settled(near, ["mean of all three"], "stacked")[0] == "mean of all three"
+    assert settled(near, ["stacked", "mean of all three"], None)[0] == min(
+        ("stacked", "mean of all three"), key=lambda r: max(np.median(near[s][r]) for s in near)
+    )
+
+
 def test_kernel_campaigns_of_a_hosts_kind_of_machine_add_to_its_tables(tmp_path, monkeypatch) -> None:
     processor = {"vendor": "AuthenticAMD", "family": 25, "model": 17, "isa": {"avx2": True, "avx512f": True}}
     processor |= {"l2_kib": 1024, "l3_kib": 32768}
