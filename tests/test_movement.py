@@ -65,6 +65,33 @@ def test_the_reorders_and_splits_worked_out_are_those_onnx_runtime_ran() -> None
     assert pools(profiled) == pools(whole) == ["nchw"]
 
 
+class _ShuffleBlocks(torch.nn.Module):
+    """ShuffleNet's and IGCV3's channel shuffle between blocked convolutions: a view into groups,
+    a transpose and a view back, which ONNX Runtime runs in the plain layout — a reorder out of
+    the blocked layout before it and one back into it after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(3, 32, 3, padding=1)
+        self.second = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.first(x))
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return self.second(y)
+
+
+def test_a_channel_shuffle_between_blocked_convolutions_is_reordered_out_and_back() -> None:
+    rows, graph, rules = blocked_profile(_ShuffleBlocks(), (1, 3, 16, 16))
+    profiled = pd.DataFrame(rows)
+    predicted = movement_table(graph, rules, model="m")
+    assert _moved(profiled) == _moved(predicted)
+    # out of the blocked layout before the shuffle, back into it for the depthwise convolution
+    reorders = predicted[predicted["op_type"] == "reorder"]
+    assert len(reorders) == 3 and set(reorders["c_in"]) == {32} and set(reorders["h_in"]) == {16}
+
+
 def _tables(n_models: int, with_movement: bool, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Models of convolutions and (optionally) a reorder of each one's output, whose time is 3 µs
     + the bytes moved at 10 GB/s."""

@@ -36,8 +36,8 @@ def movement_table(graph: Graph, rules: FusionRules, model: str = "") -> pd.Data
             rows.append(movement_row(SPLIT, source.shape, targets, source.itemsize))
         for step in steps(graph, rules)[0]:
             if step.reorder:
-                source = graph.tensors[step.reads[0]]
-                rows.append(movement_row(REORDER, source.shape, [source.shape], source.itemsize))
+                itemsize = graph.tensors[step.reads[0]].itemsize
+                rows.append(movement_row(REORDER, step.shape, [step.shape], itemsize))
     first = max((n.index for n in graph.nodes), default=-1) + 1
     for number, row in enumerate(rows):
         row.update(model=model or graph.name, kernel=first + number, n_ops=1)

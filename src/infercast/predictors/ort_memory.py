@@ -57,12 +57,13 @@ COPYING_ALIASES = frozenset({"split", "slice"})
 class Step:
     """One kernel as ONNX Runtime runs it: the tensors it reads, those it writes (name, bytes),
     whether it may write over a dying input of the same size, and whether it is a layout reorder
-    (a copy of its one read in the other layout)."""
+    (a copy of its one read in the other layout, of ``shape``: as the reader sees it)."""
 
     reads: tuple[str, ...]
     writes: tuple[tuple[str, int], ...]
     in_place: bool
     reorder: bool = False
+    shape: tuple[int, ...] = ()
 
 
 def _round(size: int, unit: int) -> int:
@@ -87,23 +88,28 @@ class _Layouts:
         self.copies: dict[tuple[str, bool], str] = {}
         self.steps: list[Step] = []
 
-    def read(self, tensor: str, blocked: bool) -> str:
-        """``tensor`` in the layout asked for: itself, or its reorder copy."""
-        if self.blocked.get(tensor, False) == blocked or len(self.graph.tensors[tensor].shape) != 4:
+    def read(self, tensor: str, blocked: bool, seen: dict[str, tuple[int, ...]] | None = None) -> str:
+        """``tensor`` in the layout asked for: itself, or its reorder copy. ``seen``: the shape a
+        reader sees a tensor in through a view (a channel shuffle's 5-D transpose, read back as
+        4-D by the convolution after it, is reordered into the blocked layout as that)."""
+        info = self.graph.tensors[tensor]
+        shape = (seen or {}).get(tensor, info.shape)
+        if self.blocked.get(tensor, False) == blocked or len(shape) != 4:
             return tensor
         key = (tensor, blocked)
         if key not in self.copies:
             copy = f"{tensor}@{'nchwc' if blocked else 'nchw'}"
-            info = self.graph.tensors[tensor]
             self.copies[key] = copy
             self.blocked[copy] = blocked
-            size = tensor_bytes(info.shape, info.itemsize, self.block if blocked else 0)
-            self.steps.append(Step((tensor,), ((copy, size),), False, reorder=True))
+            size = tensor_bytes(shape, info.itemsize, self.block if blocked else 0)
+            self.steps.append(Step((tensor,), ((copy, size),), False, reorder=True, shape=tuple(shape)))
         return self.copies[key]
 
-    def run_blocked(self, head: Any, reads: list[str]) -> tuple[list[str], bool]:
-        """The reads of a kernel headed by ``head`` in the layout it runs in, and whether it
-        writes blocked."""
+    def run_blocked(
+        self, head: Any, reads: list[str], seen: dict[str, tuple[int, ...]] | None = None
+    ) -> tuple[list[str], bool]:
+        """The reads of a kernel headed by ``head`` in the layout it runs in (``seen``: as
+        ``read``), and whether it writes blocked."""
         graph, block = self.graph, self.block
         shapes = (
             head.input_shapes[0] if head.input_shapes else (),
@@ -114,11 +120,13 @@ class _Layouts:
             if ort_blocks(c_in, c_out, int(head.attrs.get("groups", 1)), block):
                 # a convolution of fewer input channels than a block reads the plain input as it is
                 first = (
-                    reads[0] if c_in < block and not self.blocked.get(reads[0]) else self.read(reads[0], True)
+                    reads[0]
+                    if c_in < block and not self.blocked.get(reads[0])
+                    else self.read(reads[0], True, seen)
                 )
-                return [first, *(self.read(t, True) for t in reads[1:])], True
+                return [first, *(self.read(t, True, seen) for t in reads[1:])], True
         if block and head.kind in POOLS and len(shapes[0]) == 4 and int(shapes[0][1]) % block == 0:
-            return [self.read(reads[0], True)], True
+            return [self.read(reads[0], True, seen)], True
         all_blocked = bool(reads) and all(self.blocked.get(t) for t in reads)
         if (
             block
@@ -199,7 +207,8 @@ def steps(graph: Graph, rules: FusionRules) -> tuple[list[Step], set[str]]:
         ops = members[kernel]
         made = [root(t) for n in ops for t in n.outputs]
         reads = list(dict.fromkeys(root(t) for n in ops for t in n.inputs if root(t) not in made))
-        reads, blocked = layouts.run_blocked(ops[0], reads)
+        seen = {root(t): graph.tensors[t].shape for n in ops for t in n.inputs}
+        reads, blocked = layouts.run_blocked(ops[0], reads, seen)
         writes = []
         for tensor in dict.fromkeys(made):
             if tensor in outputs or kernel_reads[tensor] - {kernel}:  # leaves the kernel
