@@ -459,6 +459,8 @@ def test_kernel_campaigns_of_a_hosts_kind_of_machine_add_to_its_tables(tmp_path,
         add_to_host("test/host", ops, networks, described)
         assert hosts.kernel_networks("test/host")["model"].nunique() == 3
         assert hosts.hosts()["test/host"]["kernel_campaigns"] == ["first", "nchw"]
+        with pytest.raises(PredictorError, match=r"\['absent'\] were measured nowhere in it"):
+            added_kernels(tmp_path / "like.db", "test/host", ["absent"])
         with pytest.raises(PredictorError, match=r"already holds \['nchw'\]"):
             added_kernels(tmp_path / "like.db", "test/host", ["nchw"])
         # another kind of machine: no AVX-512, another ONNX Runtime

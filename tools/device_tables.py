@@ -206,9 +206,8 @@ def added_kernels(
         measured = store.measurements()
         platform_ids = measured.loc[measured["campaign"].isin(kernel_campaigns), "platform_id"].unique()
         if len(platform_ids) != 1:
-            raise PredictorError(
-                f"{db}: campaigns {kernel_campaigns} were measured on {len(platform_ids)} platforms, not one"
-            )
+            where = f"on {len(platform_ids)} platforms, not one" if len(platform_ids) else "nowhere in it"
+            raise PredictorError(f"{db}: campaigns {kernel_campaigns} were measured {where}")
         unlike = _unlike(name, host, store.platforms().set_index("id").loc[platform_ids[0]])
         if unlike:
             raise PredictorError(

@@ -288,10 +288,10 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
             f"{kind} ×{figures['factor']:.2f} (n {figures['n']:.0f})"
             for kind, figures in calibration.kinds.items()
         )
+        configs = f" and {calibration.networks} design-space configs" if calibration.networks else ""
         facts = (
             f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel networks"
-            f"{f' and {calibration.networks} design-space configs' if calibration.networks else ''} "
-            f"measured in {calibration.seconds:.0f} s "
+            f"{configs} measured in {calibration.seconds:.0f} s "
             f"(overall ×{calibration.factor:.2f}; {per_kind})"
         )
     facts += (
