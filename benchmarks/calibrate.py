@@ -158,7 +158,9 @@ def main() -> None:
         "(`benchmarks/calibrate_machines.json`); a block dated before 2026-12-07 06:00 UTC ran earlier "
         "calibration rules: kernel networks alone (no configs in its rows), and before 2026-12-06 17:00 "
         "UTC every network weighted alike, one dense convolution a round, no layout kinds. From "
-        "2026-12-07 11:00 UTC a machine like its host's measures kernel networks alone.",
+        "2026-12-07 11:00 UTC a machine like its host's measures kernel networks alone; before 14:45 UTC "
+        "the configs refitted the factors at a fixed pull of 0.1, from then at the one cross-space "
+        "validation chooses.",
         "",
     ]
     for other in machines.values():

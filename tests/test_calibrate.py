@@ -124,6 +124,19 @@ def test_design_space_configs_measured_here_refit_the_kind_factors() -> None:
     assert refitted.networks == 3 and refitted.kinds["conv"]["factor"] == pytest.approx(0.6, abs=0.05)
     assert refitted.kinds["linear"]["factor"] == pytest.approx(1.0, abs=0.05)
     assert local_networks.refit(calibration, [], measured[:0]) is calibration
+    # named by design space, the configs choose how far they move the factors: two spaces that
+    # agree refit them; two that contradict each other leave the kernel networks' factors
+    spaces = ["space:carb-resnet"] * 3 + ["space:mobile-nas"] * 3
+    agreeing = local_networks.refit(calibration, graphs * 2, np.tile(measured, 2), spaces)
+    assert agreeing.pull in local_networks.PULLS and agreeing.kinds["conv"]["factor"] < 0.7
+    contradicting = local_networks.refit(
+        calibration, graphs * 2, np.concatenate([measured, 2.5 * measured]), spaces
+    )
+    assert contradicting.pull is None and contradicting.kinds == calibration.kinds
+    assert (
+        contradicting.networks == 6 and "left those factors as they were" in local.info(contradicting).source
+    )
+    assert "refitted those factors (pull" in local.info(agreeing).source
     # a calibration measures them between its blocks of kernel networks
     kernels = [f"space:kernels?k={i}" for i in range(2 * calibrating.PASS_BLOCK)]
     order = calibrating._interleaved(kernels)

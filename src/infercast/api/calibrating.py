@@ -125,8 +125,10 @@ def _fitted(measured: pd.DataFrame, source: str, threads: int, seconds: float, b
 
     configs = measured["model"].map(is_design_config)
     calibration = local.fit(measured[~configs], source, threads, seconds, nchwc_block=block)
-    graphs = [capture_model(model)[0] for model in measured.loc[configs, "model"]]
-    return local_networks.refit(calibration, graphs, measured.loc[configs, "here_ms"].to_numpy())
+    models = measured.loc[configs, "model"].tolist()
+    graphs = [capture_model(model)[0] for model in models]
+    spaces = [model.split("?", 1)[0] for model in models]
+    return local_networks.refit(calibration, graphs, measured.loc[configs, "here_ms"].to_numpy(), spaces)
 
 
 def _measured(db: str, platform_id: str, campaign: str) -> pd.DataFrame:
@@ -153,8 +155,8 @@ def calibrate(
     ``source`` is the shipped host it recalibrates: by default the one whose machine differs
     least from this one.
     Returns its summary: ``source``, ``n`` (kernel networks), ``networks`` (design-space
-    configs), ``measured`` (this run), ``seconds`` (this run's measuring), ``factor``, ``kinds``
-    (factor, n, se), ``folder``."""
+    configs), ``pull`` (how far they moved the factors; None: not at all), ``measured`` (this
+    run), ``seconds`` (this run's measuring), ``factor``, ``kinds`` (factor, n, se), ``folder``."""
     from infercast.measurement import Protocol, backends, platform_of, run_campaign
     from infercast.predictors.devices import local
 
@@ -210,6 +212,7 @@ def calibrate(
         "source": source,
         "n": calibration.n,
         "networks": calibration.networks,
+        "pull": calibration.pull,
         "measured": len(measured) - len(done),
         "seconds": seconds,
         "factor": calibration.factor,

@@ -48,14 +48,22 @@ def calibrate(
     if as_json:
         print_json(summary)
         return
-    configs = f", {summary['networks']} design-space configs" if summary["networks"] else ""
-    table = Table(title=f"this machine against {summary['source']} ({summary['n']} kernel networks{configs})")
+    table = Table(title=f"this machine against {summary['source']} ({summary['n']} kernel networks)")
     for column in ("kind of kernel", "kernel networks", "factor"):
         table.add_column(column, justify="left" if column == "kind of kernel" else "right")
     for kind, figures in summary["kinds"].items():
         table.add_row(kind, f"{figures['n']:.0f}", f"×{figures['factor']:.3f}")
     table.add_row("overall (kinds not measured)", str(summary["n"]), f"×{summary['factor']:.3f}")
     console.print(table)
+    if summary["networks"]:
+        pull = summary["pull"]
+        moved = (
+            "left their factors as they were" if pull is None else f"refitted their factors (pull {pull:g})"
+        )
+        console.print(
+            f"{summary['networks']} design-space configs measured beside the kernel networks {moved}",
+            highlight=False,
+        )
     console.print(
         f"measured {summary['measured']} networks in {summary['seconds']:.0f} s; kept in "
         f"{summary['folder']}. Predict with `infercast predict --device local MODEL`; "

@@ -1,32 +1,25 @@
 """``local``: this machine, as the nearest shipped host recalibrated per kind of kernel from a
 short campaign of one-kernel networks (and design-space configs) measured here (``infercast calibrate``).
 
-One factor cannot carry a host predictor to another CPU: a machine with other vector units speeds
-dense convolutions up by one ratio and grouped convolutions, shuffles and element-wise kernels by
-others (issue 46). So calibration measures the host's own kernel networks here — the ones it
-shipped with their latencies there — most informative first: every kind of kernel early, four
-dense convolutions a round (they carry most of a CNN's time, and their factor's error goes into
-every prediction), each kind's shapes spread over its range. A convolution that ONNX Runtime lays
-out otherwise here than there (a grouped convolution whose groups fill a block of 8 channels but
-not one of 16 runs plain on an AVX-512 machine, several times slower per FLOP) is a kind of its
-own (``layout_class``). Each kind's factor is the geometric mean of its networks' here / there
-ratios weighted by their time there, as a network's time weighs its kernels (a tiny network's
-time is mostly fixed cost, and its ratio says little of a large kernel's), pulled towards the
-machine's overall (median) ratio — a layout class towards its kind's — by ``PRIOR`` networks'
-weight, so a kind measured once moves little. A prediction is the host's, times the factor of
-its kernels' mix: Σ factor(kind) · predicted kernel time / Σ predicted kernel time, from the
-host's op-wise kernel regressors; design-space configs measured beside the kernel networks
-refit the factors where kernels alone mislead (``local_networks``). Its interval is the host's,
-widened by how uncertain the mix factor is: each kind factor's standard error (the weighted
-spread of its networks' log ratios over the square root of their effective number and the
-prior's weight), weighted as the factors are, at the interval's normal quantile.
+One factor cannot carry a host predictor to another CPU: other vector units speed dense
+convolutions up by one ratio and grouped convolutions, shuffles and element-wise kernels by others
+(issue 46). So calibration measures the host's own kernel networks here, most informative first:
+every kind early, four dense convolutions a round (their factor's error goes into every
+prediction), each kind's shapes spread over its range. A convolution ONNX Runtime lays out
+otherwise here than there (8-channel groups run plain on a 16-channel block) is a kind of its own
+(``layout_class``). Each kind's factor is the geometric mean of its here / there ratios weighted
+by their time there (a tiny network's time is mostly fixed cost), pulled towards the machine's
+median ratio — a layout class towards its kind's — by ``PRIOR`` networks' weight. A prediction is
+the host's times the factor of its kernels' mix (Σ factor(kind) · predicted kernel time / Σ
+predicted kernel time, from the host's op-wise kernel regressors); design-space configs measured
+beside the kernel networks may refit the factors (``local_networks``). Its interval is the
+host's, widened by each kind factor's standard error (the weighted spread of its log ratios over
+the square root of their effective number and the prior's weight), at the normal quantile.
 
 What a calibration measured lives under ``cache_root()/calibrations/<key>/`` — ``kernels.db``, a
-store a rerun resumes, and ``calibration.json``, written whole once it is fitted — where the key
-is this machine's CPU fingerprint and its ONNX Runtime version: another machine, or an upgraded
-runtime, has no calibration until it runs one. The calibration is for the threads it was run
-with (``calibrate --threads``, 1 by default); a run with other threads measures anew and
-replaces it, the measurements of each kept in the store.
+store a rerun resumes, and ``calibration.json``, written whole once fitted — keyed by this
+machine's CPU fingerprint and ONNX Runtime version, and for the threads it ran with (``calibrate
+--threads``; a run with other threads measures anew and replaces it, the store keeps both).
 """
 
 from __future__ import annotations
@@ -183,7 +176,8 @@ class Calibration:
     # the channel block of ONNX Runtime's blocked layout here, which decides its tensors' sizes
     nchwc_block: int
     processor: dict[str, Any] = field(default_factory=dict)
-    networks: int = 0  # design-space configs the factors were refitted on (``local_networks``)
+    networks: int = 0  # design-space configs measured beside the kernel networks (``local_networks``)
+    pull: float | None = 0.1  # how far they moved the factors (None: not at all; 0.1 before a choice)
 
     def save(self, path: Path) -> None:
         from infercast.files import write_cached
@@ -205,6 +199,12 @@ class Calibration:
         except (FileError, TypeError, KeyError, ValueError, AttributeError):
             return None
         return calibration
+
+    def configs_said(self) -> str:
+        """What the design-space configs measured beside the kernel networks did to their factors."""
+        kept = "left those factors as they were (one design space's refit predicted the other's worse)"
+        done = kept if self.pull is None else f"refitted those factors (pull {self.pull:g})"
+        return f"; {self.networks} design-space configs measured beside them {done}" * bool(self.networks)
 
     def measured_kind(self, kind: str | None) -> str | None:
         """The kind as measured: itself, else the kind of its layout class, else None."""
@@ -288,11 +288,10 @@ def info(calibration: Calibration | None = None) -> DeviceInfo:
             f"{kind} ×{figures['factor']:.2f} (n {figures['n']:.0f})"
             for kind, figures in calibration.kinds.items()
         )
-        configs = f" and {calibration.networks} design-space configs" if calibration.networks else ""
         facts = (
             f"{calibration.source} recalibrated here per kind of kernel from {calibration.n} kernel networks"
-            f"{configs} measured in {calibration.seconds:.0f} s "
-            f"(overall ×{calibration.factor:.2f}; {per_kind})"
+            f" measured in {calibration.seconds:.0f} s (overall ×{calibration.factor:.2f}; {per_kind})"
+            f"{calibration.configs_said()}"
         )
     facts += (
         "; peak memory from the graph: ONNX Runtime's weights and arena worked out, the rest fitted on "
