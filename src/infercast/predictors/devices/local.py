@@ -204,7 +204,7 @@ class Calibration:
         """What the design-space configs measured beside the kernel networks did to their factors."""
         kept = "left those factors as they were (one design space's refit predicted the other's worse)"
         done = kept if self.pull is None else f"refitted those factors (pull {self.pull:g})"
-        return f"; {self.networks} design-space configs measured beside them {done}" * bool(self.networks)
+        return f"; {self.networks} design-space configs measured beside them {done}" if self.networks else ""
 
     def measured_kind(self, kind: str | None) -> str | None:
         """The kind as measured: itself, else the kind of its layout class, else None."""

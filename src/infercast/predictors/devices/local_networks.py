@@ -71,13 +71,14 @@ def refit(
     ``networks`` says how many, ``pull`` how far (None: the kernel networks' factors kept)."""
     if not graphs:
         return calibration
-    parts = kind_parts(calibration, graphs)
-    prior = np.array([calibration.kind_factor(kind or None) for kind in parts.columns])
+    frame = kind_parts(calibration, graphs)
+    parts = frame.to_numpy()
+    prior = np.array([calibration.kind_factor(kind or None) for kind in frame.columns])
     y = np.asarray(here_ms, dtype=np.float64)
-    pull = choose_pull(parts.to_numpy(), y, prior, spaces)
+    pull = choose_pull(parts, y, prior, spaces)
     if math.isinf(pull):
         return replace(calibration, networks=len(graphs), pull=None)
-    fitted = dict(zip(parts.columns, fitted_factors(parts.to_numpy(), y, prior, pull).tolist(), strict=True))
+    fitted = dict(zip(frame.columns, fitted_factors(parts, y, prior, pull).tolist(), strict=True))
     kinds = {
         kind: {**figures, "factor": fitted.get(kind, figures["factor"])}
         for kind, figures in calibration.kinds.items()
