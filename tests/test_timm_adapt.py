@@ -15,6 +15,7 @@ from infercast.api import adapt_device
 from infercast.api.importing import TableImportError, import_measurements
 from infercast.predictors.devices import timm_bench
 from infercast.predictors.devices.recalibrated import DeviceAdapted, fit_kind_factors, kind_parts, work_kinds
+from infercast.predictors.errors import PredictorError
 from infercast.store import Store
 
 from .helpers import infercast as run_cli
@@ -104,13 +105,37 @@ def test_per_kind_is_kept_only_where_leave_one_out_prefers_it() -> None:
     slower = source.predict(rows)["latency_ms"].to_numpy() * 1.3 * noise
     model = DeviceAdapted({name: source}).fit(rows, slower)
     assert model.kind_factors_ is None and model.weight_ == pytest.approx(1.0, abs=0.05)
-    # a device twice as fast at arithmetic alone: one factor cannot say it, per kind can
-    parts = kind_parts(source, rows, work_kinds(name))
-    faster = parts @ np.array([0.5, 1.0, 1.0]) * noise
+    # a device twice as fast at arithmetic alone: one factor cannot say it, per kind of work can
+    arithmetic = kind_parts(source, rows, ("compute",))[:, 0]
+    faster = (source.predict(rows)["latency_ms"].to_numpy() - 0.5 * arithmetic) * noise
     model = DeviceAdapted({name: source}).fit(rows, faster)
-    assert model.kind_factors_ == pytest.approx({"compute": 0.5, "memory": 1.0, "launches": 1.0}, abs=0.1)
+    assert set(model.kind_factors_) == set(work_kinds(name, source))
+    # the kinds that carry the time get their own factor (the rest stay near the common one)
+    share = kind_parts(source, rows, tuple(model.kind_factors_)).sum(axis=0)
+    main = {kind for kind, part in zip(model.kind_factors_, share, strict=True) if part > 0.2 * share.sum()}
+    assert main and all(
+        model.kind_factors_[kind]
+        == pytest.approx(0.5 if timm_bench.KINDS[kind] == "compute" else 1.0, abs=0.1)
+        for kind in main
+    )
     assert model.predict(rows)["latency_ms"].to_numpy() == pytest.approx(faster, rel=0.05)
     assert DeviceAdapted({name: source}, per_kind=False).fit(rows, faster).kind_factors_ is None
+
+
+def test_an_adapted_gpu_saved_with_coarse_kinds_loads_and_one_of_no_kind_is_refused(tmp_path: Path) -> None:
+    name = "rtx3090/torch-amp"
+    rows = timm_bench.measured(name).iloc[::25].reset_index(drop=True)
+    source = timm_bench.physical(name)
+    model = DeviceAdapted({name: source}).fit(rows, source.predict(rows)["latency_ms"].to_numpy())
+    model.kind_factors_ = {"compute": 0.5, "memory": 1.0, "launches": 1.0}
+    model.save(tmp_path / "coarse")
+    coarse = DeviceAdapted.load(tmp_path / "coarse", {name: source}).predict(rows)["latency_ms"].to_numpy()
+    parts = kind_parts(source, rows, ("compute", "memory", "launches"))
+    assert coarse == pytest.approx(parts @ np.array([0.5, 1.0, 1.0]))
+    model.kind_factors_ = {"gflops_nothing": 0.5}
+    model.save(tmp_path / "unknown")
+    with pytest.raises(PredictorError, match="rtx3090/torch-amp has no kind of work 'gflops_nothing'"):
+        DeviceAdapted.load(tmp_path / "unknown", {name: source})
 
 
 def test_a_timm_table_with_a_bad_batch_names_the_row(tmp_path: Path) -> None:

@@ -80,8 +80,13 @@ def _print_device_adapted(summary: dict[str, Any]) -> None:
     fit = summary["fit"]
     runners_up = f" (then {', '.join(fit['nearest'][1:3])})" if len(fit["nearest"]) > 1 else ""
     if fit.get("kind_factors"):
-        factors = ", ".join(f"{kind} × {factor:.3g}" for kind, factor in fit["kind_factors"].items())
-        how = f"its time per kind of work recalibrated ({factors}: one factor fitted worse, leave-one-out)"
+        factors = fit["kind_factors"]
+        low, high = min(factors, key=factors.__getitem__), max(factors, key=factors.__getitem__)
+        spread = f"from {low} × {factors[low]:.3g} to {high} × {factors[high]:.3g}"
+        how = (
+            f"its time per kind of work recalibrated ({len(factors)} kinds, {spread}: "
+            "one factor fitted worse, leave-one-out)"
+        )
     else:
         how = f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}"
     console.print(

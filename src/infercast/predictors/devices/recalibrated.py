@@ -9,12 +9,15 @@ with the slope held at 1 among the choices). The interval is split-conformal on 
 leave-one-out residuals. Saved as meta.json alone (the
 source's name and the fitted numbers): the source is rebuilt from the shipped tables when loaded.
 
-A source whose work is split into kinds (a timm setting: ``timm_bench.KINDS``, compute, memory
-and launches) may instead be recalibrated per kind: its prediction is Σ cost × work, so each
-kind's part gets its own factor, pulled towards one common factor by a ridge whose strength is
-chosen by leave-one-out — and per kind replaces the one factor only where its leave-one-out
-error is lower. A new GPU speeds matrix products and memory traffic up by different ratios; a
-few measurements say whether that shows.
+A source whose work is split into kinds (a timm setting: the FLOPs of each group of operators,
+their bytes moved, the kernels launched, the steps) may instead be recalibrated per kind: its
+prediction is Σ cost × work, so each column's part gets its own factor, pulled towards one common
+factor by a ridge whose strength is chosen by leave-one-out — and per kind replaces the one
+factor only where its leave-one-out error is lower. A new GPU speeds convolutions, matrix products
+and each kind of memory traffic up by different ratios; a few measurements say whether that
+shows. Three coarser kinds (all arithmetic, all memory traffic, launches: ``timm_bench.KINDS``)
+could not say it: fitted on every training network of the new device they left the held-out
+families as far off as one factor did (``benchmarks/timm_adapt.py``).
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class DeviceAdapted(Predictor):
         self.weight_ = float(weights[0])
         residuals = loo_log_residuals(p, z, self.alpha_)
         self.kind_factors_ = None
-        kinds = work_kinds(self.source_)
+        kinds = work_kinds(self.source_, self.sources_[self.source_])
         if self.per_kind and kinds and len(y) >= _KIND_MIN_NETWORKS:
             parts = kind_parts(self.sources_[self.source_], x, kinds)
             alpha, per_kind = min(
@@ -248,6 +251,9 @@ class DeviceAdapted(Predictor):
         model.kind_factors_ = None
         if factors is not None:
             values = checked_numbers(list(factors.values()), f"{where}: kind_factors", lowest=0.0)
+            known = {*sources[source].columns_, *_coarse_kinds()}
+            if unknown := sorted(set(factors) - known):
+                raise PredictorError(f"{where}: kind_factors: {source} has no kind of work {unknown[0]!r}")
             model.kind_factors_ = dict(zip(factors, values.tolist(), strict=True))
         return model
 
@@ -290,21 +296,32 @@ def graph_features(source: str, graphs: list[Graph]) -> tuple[pd.DataFrame, np.n
     return device_feature_frame(graphs), np.ones(len(graphs))
 
 
-def work_kinds(source: str) -> tuple[str, ...]:
-    """The kinds of work ``source``'s costs split into (none: one factor alone)."""
+def work_kinds(source: str, model: PhysicalLatency) -> tuple[str, ...]:
+    """The kinds of work ``source``'s costs split into, each recalibrated on its own: the columns
+    of its Σ cost × work that cost something (none: one factor alone)."""
     from infercast.predictors.devices import timm_bench
 
-    return tuple(dict.fromkeys(timm_bench.KINDS.values())) if source in timm_bench.SETTINGS else ()
+    if source not in timm_bench.SETTINGS:
+        return ()
+    return tuple(column for column, cost in zip(model.columns_, model.costs_, strict=True) if cost > 0)
 
 
 def kind_parts(model: PhysicalLatency, x: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
     """Each network's predicted time split by kind of work (n × kinds): Σ cost × work over the
-    columns of each kind."""
+    columns of each kind — a column, or one of ``timm_bench.KINDS``' coarser kinds, which adapted
+    predictors saved before the columns were recalibrated one by one name."""
     from infercast.predictors.devices import timm_bench
 
     timed = x[list(model.columns_)].to_numpy(dtype=np.float64) * model.costs_
-    of = np.array([timm_bench.KINDS[c] for c in model.columns_])
-    return np.column_stack([timed[:, of == kind].sum(axis=1) for kind in kinds])
+    columns = np.array(model.columns_)
+    of = np.array([timm_bench.KINDS.get(c, c) for c in model.columns_])
+    return np.column_stack([timed[:, (columns == kind) | (of == kind)].sum(axis=1) for kind in kinds])
+
+
+def _coarse_kinds() -> set[str]:
+    from infercast.predictors.devices import timm_bench
+
+    return set(timm_bench.KINDS.values())
 
 
 def fit_kind_factors(parts: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:

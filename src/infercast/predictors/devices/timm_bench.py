@@ -93,8 +93,9 @@ FEATURES: tuple[str, ...] = (
     "steps_per_sample",
 )
 CANDIDATES: tuple[str, ...] = tuple(f"gflops_products_under_{m}m" for m in SMALL_MFLOPS)
-# the kind of work of each column, for a recalibration per kind (``recalibrated``): arithmetic,
-# memory traffic, and what a launch or a step costs whatever its work
+# the coarse kind of work of each column: arithmetic, memory traffic, and what a launch or a step
+# costs whatever its work (adapted predictors saved before ``recalibrated`` recalibrated each
+# column on its own name these)
 KINDS: dict[str, str] = {
     column: "compute" if column.startswith("gflops") else "memory" if column.startswith("mb") else "launches"
     for column in FEATURES + CANDIDATES
