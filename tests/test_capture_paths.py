@@ -372,3 +372,26 @@ def test_a_model_that_cannot_run_on_meta_is_built_with_weights(monkeypatch) -> N
     # an error of the model itself is the weighted build's, as without the meta attempt
     with pytest.raises(CaptureError, match=r"input shape 1x3x32 \(rank 3\)"):
         guarded.capture_model("space:carb-resnet?depth=8&width=0.25&input_size=32", (1, 3, 32))
+
+
+def test_user_code_is_captured_in_the_callers_folder_and_environment(tmp_path, monkeypatch) -> None:
+    """The guarded capture's child forks from a server that started in another folder with
+    another environment: it reads a factory by a path relative to the caller's folder now, with
+    the caller's variables now."""
+    from infercast.models import guarded
+
+    for folder, scale in (("first", 1), ("second", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "nets.py").write_text(
+            "import os\n\nimport torch\n\n\ndef net():\n"
+            f"    return torch.nn.Conv2d(3, int(os.environ['NET_CHANNELS']) * {scale}, 3)\n\n\n"
+            "net.input_shape = (1, 3, 8, 8)\n"
+        )
+    params = []
+    for folder, channels in (("first", "4"), ("second", "5")):
+        monkeypatch.chdir(tmp_path / folder)
+        monkeypatch.setenv("NET_CHANNELS", channels)
+        graph, _ = guarded.capture_model("nets.py:net", timeout_s=120)
+        params.append(graph.params)
+    # a 3×3 convolution of 3 channels into C with a bias holds 28·C parameters
+    assert params == [28 * 4, 28 * 10]

@@ -8,19 +8,40 @@ and need nothing of it; importing it again re-ran a user's script without an
 ``if __name__ == "__main__":`` guard in each child — whose own ``infercast.measure`` then failed
 ("An attempt has been made to start a new process before the current process has finished its
 bootstrapping phase") — and imported the ``infercast`` console script's CLI in each worker.
+
+Both kinds of child fork from one server process (``start_method``) that imported PyTorch and ONNX
+Runtime once: spawning each from scratch imported them again, seconds of CPU per child.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
+from typing import Any
 
 # two threads starting children at once would otherwise restore each other's hidden values
 _STARTING = threading.RLock()
+# what the children run and the libraries they import, imported once by the fork server
+_PRELOAD = ("infercast.measurement.worker", "infercast.models.guarded", "torch", "onnxruntime")
+
+
+@cache
+def start_method() -> Any:
+    """The ``multiprocessing`` context infercast's children start with: forked from a server
+    that preloaded what they import, or spawned where there is no fork server (Windows). A child
+    forked so starts in the server's folder and environment, not the caller's: one that depends
+    on them is given them (``models.guarded``)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(_PRELOAD))
+    return context
 
 
 @contextmanager

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -16,7 +14,7 @@ from infercast.measurement.backends.base import Backend
 from infercast.measurement.protocol import Protocol, ci_half_width, cpu_times, steal_share, summarize
 from infercast.measurement.sensors import EnergySensor, NoSensor
 from infercast.measurement.worker import serve
-from infercast.processes import kill_group, main_module_hidden
+from infercast.processes import kill_group, main_module_hidden, start_method
 from infercast.store import Measurement
 
 
@@ -36,23 +34,11 @@ class WorkerFailure(Exception):
         self.kind, self.reason = kind, reason
 
 
-@cache
-def _start_method() -> Any:
-    """Workers fork from a server process that imported PyTorch and ONNX Runtime once: spawning
-    each from scratch imported them again (seconds per worker, for every campaign and every
-    replaced worker). Where there is no fork server (Windows) they are spawned."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["infercast.measurement.worker", "torch", "onnxruntime"])
-    return context
-
-
 class Worker:
-    """A process running ``worker.serve`` (``_start_method``); every call has a timeout."""
+    """A process running ``worker.serve`` (``processes.start_method``); every call has a timeout."""
 
     def __init__(self, backend: Backend, protocol: Protocol) -> None:
-        context = _start_method()
+        context = start_method()
         self.conn, child = context.Pipe()
         self.process = context.Process(
             target=serve,

@@ -1,7 +1,8 @@
 """Capturing a model whose loading runs the user's own code (``file.py:factory``) under a deadline.
 
 A factory may sleep, spin or wait on a lock forever; in the caller's process that would hang the
-command with no output. Such a model is loaded and captured in a spawned process that is killed
+command with no output. Such a model is loaded and captured in a child process
+(``processes.start_method``, in the caller's folder, import path and environment) that is killed
 when ``timeout_s`` runs out; the caller gets one clear error instead. Zoo builders, ONNX files and
 design-space strings run no user code and are captured in-process (no start-up cost).
 """
@@ -9,7 +10,8 @@ design-space strings run no user code and are captured in-process (no start-up c
 from __future__ import annotations
 
 import math
-import multiprocessing
+import os
+import sys
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -20,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 from infercast.errors import InfercastError, ModelLoadError
 from infercast.graph import Graph, capture
 from infercast.models import USER_CODE, ZOOS, load_model
-from infercast.processes import kill_group, lead_own_group, main_module_hidden
+from infercast.processes import kill_group, lead_own_group, main_module_hidden, start_method
 
 _EXIT_WAIT_S = 3.0
 
@@ -112,10 +114,11 @@ def capture_model(
     if timeout_s is None or not runs_user_code(model):
         loaded = load_model(model, input_shape, batch_size)
         return capture(loaded), loaded.source
-    context = multiprocessing.get_context("spawn")
+    context = start_method()
     receiver, sender = context.Pipe(duplex=False)
+    where = (os.getcwd(), list(sys.path), dict(os.environ))
     process = context.Process(
-        target=_capture_in_child, args=(sender, model, input_shape, batch_size), daemon=True
+        target=_capture_in_child, args=(sender, model, input_shape, batch_size, where), daemon=True
     )
     with main_module_hidden():
         process.start()
@@ -151,9 +154,20 @@ def capture_model(
     raise RuntimeError(f"{message}\n{details}")
 
 
-def _capture_in_child(conn: Connection, model: str, input_shape: Any, batch_size: int | None) -> None:
+def _capture_in_child(
+    conn: Connection,
+    model: str,
+    input_shape: Any,
+    batch_size: int | None,
+    where: tuple[str, list[str], dict[str, str]],
+) -> None:
     lead_own_group()
     try:
+        folder, path, environment = where
+        os.chdir(folder)
+        sys.path[:] = path
+        os.environ.clear()
+        os.environ.update(environment)
         loaded = load_model(model, input_shape, batch_size)
         conn.send(("ok", capture(loaded), loaded.source))
     except (InfercastError, ValueError) as error:
