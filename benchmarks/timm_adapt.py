@@ -5,7 +5,7 @@ Each scenario plays one table as the new device and others as the shipped source
 grouped by architecture family over both: the sources are fitted on the training families only,
 k networks of the training families are "measured" on the new device (chosen as `adapt` chooses:
 k-centre over the sources' log predictions), and the adapted predictor (`DeviceAdapted`: the
-nearest source by leave-one-out, recalibrated per kind of work where leave-one-out prefers it)
+nearest source by leave-one-out, recalibrated per kind of work from six networks on)
 predicts the held-out families — networks neither the sources nor the k measurements saw.
 Beside it: the nearest source unadapted, and one factor alone (`per_kind=False`). A second table
 bounds what recalibrating a source can do: each form fitted on every training network of the new
@@ -43,7 +43,7 @@ SCENARIOS: dict[str, tuple[list[str], str]] = {
     "4090 eager → compiled": (["rtx4090/torch-amp"], "rtx4090/torch-amp-compile"),
     "4090 compiled → eager": (["rtx4090/torch-amp-compile"], "rtx4090/torch-amp"),
 }
-ROUTES = ("nearest source unadapted", "one factor", "adapt (per kind where it fits)")
+ROUTES = ("nearest source unadapted", "one factor", "adapt (per kind of work)")
 BOUNDS = ("one factor", "three kinds (arithmetic, memory, launches)", "per kind (each column)", "refitted")
 # the ridge's pull towards the common factor where every training network is measured: nearly none
 _FREE = 0.01

@@ -84,8 +84,8 @@ def _print_device_adapted(summary: dict[str, Any]) -> None:
         low, high = min(factors, key=factors.__getitem__), max(factors, key=factors.__getitem__)
         spread = f"from {low} × {factors[low]:.3g} to {high} × {factors[high]:.3g}"
         how = (
-            f"its time per kind of work recalibrated ({len(factors)} kinds, {spread}: "
-            "one factor fitted worse, leave-one-out)"
+            f"its time per kind of work recalibrated ({len(factors)} kinds, {spread}, each pulled "
+            "towards one common factor as far as leave-one-out prefers)"
         )
     else:
         how = f"log latency = {fit['intercept']:.3f} + {fit['weight']:.3f} · log {fit['source']}"
