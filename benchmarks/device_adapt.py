@@ -64,7 +64,7 @@ def main() -> None:
                     for route, pool in pools.items():
                         model = DeviceAdapted({n: sources[n] for n in pool})
                         model.fit(x_k, y[measured], {n: logs[n][measured] for n in pool})
-                        predicted = np.exp(model.intercept_ + model.weight_ * logs[model.source_][test, 0])
+                        predicted = model.predict(networks.iloc[test])["latency_ms"].to_numpy()
                         errors[route, k][target] += list(predicted / y[test] - 1)
                         if route.endswith("phones"):
                             picked[

@@ -95,7 +95,7 @@ def _bounds(sources: list[str], target: str) -> dict[str, list[np.ndarray]]:
         source = fitted[one.source_]
         predicted = {BOUNDS[0]: one.predict(test_rows)["latency_ms"].to_numpy()}
         for form, kinds in ((BOUNDS[1], ("compute", "memory", "launches")), (BOUNDS[2], None)):
-            kinds = kinds or work_kinds(one.source_, source)
+            kinds = kinds or work_kinds(source)
             factors = fit_kind_factors(kind_parts(source, train, kinds), y, _FREE)
             predicted[form] = kind_parts(source, test_rows, kinds) @ factors
         own = timm_bench.estimator().fit(train, y, groups=train["family"].to_numpy())

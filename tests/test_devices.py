@@ -685,7 +685,7 @@ def test_an_outlier_at_the_extreme_rescales_the_source_by_one_factor() -> None:
 def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> None:
     # the shipped hosts are sources too: an ONNX Runtime CPU twice as slow as the EPYC host is
     # nearest to it, not to a phone's CPU, and the saved predictor rebuilds it when loaded
-    from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources
+    from infercast.predictors.devices.recalibrated import DeviceAdapted, shipped_sources, work_kinds
 
     sources = shipped_sources()
     assert set(usc.names()) | set(hosts.names()) == set(sources)
@@ -695,6 +695,9 @@ def test_another_machine_of_the_hosts_kind_adapts_from_the_host(tmp_path) -> Non
     truth *= np.exp(np.random.default_rng(0).normal(0, 0.03, len(truth)))
     model = DeviceAdapted(sources).fit(x.iloc[::10], truth[::10])
     assert model.source_ == "epyc-2core/ort-cpu" and np.exp(model.intercept_) == pytest.approx(2, rel=0.1)
+    # from six networks on, each kind of the host's work has its own factor
+    assert set(model.kind_factors_) == set(work_kinds(sources["epyc-2core/ort-cpu"]))
+    assert np.median(model.predict(x)["latency_ms"].to_numpy() / truth) == pytest.approx(1, abs=0.05)
     model.save(tmp_path / "adapted")
     again = DeviceAdapted.load(tmp_path / "adapted")
     assert again.predict(x)["latency_ms"].to_numpy() == pytest.approx(

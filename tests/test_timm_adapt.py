@@ -112,7 +112,7 @@ def test_per_kind_factors_follow_a_device_slower_at_everything_or_faster_at_arit
     arithmetic = kind_parts(source, rows, ("compute",))[:, 0]
     faster = (source.predict(rows)["latency_ms"].to_numpy() - 0.5 * arithmetic) * noise
     model = DeviceAdapted({name: source}).fit(rows, faster)
-    assert set(model.kind_factors_) == set(work_kinds(name, source))
+    assert set(model.kind_factors_) == set(work_kinds(source))
     # the kinds that carry the time get their own factor (the rest stay near the common one)
     share = kind_parts(source, rows, tuple(model.kind_factors_)).sum(axis=0)
     main = {kind for kind, part in zip(model.kind_factors_, share, strict=True) if part > 0.2 * share.sum()}
