@@ -5,7 +5,7 @@
     infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-here-a \\
         --round-s 0.15 --min-rounds 5 --cap-s 4
     (the same again as real-here-b)
-    .venv/bin/python benchmarks/calibrate.py --db DB --truth real-here-a real-here-b
+    PYTHONPATH=. .venv/bin/python benchmarks/calibrate.py --db DB --truth real-here-a real-here-b
 
 The truth of a network is its fastest of the runs (this host slows everything at once for
 seconds at a time); the re-measurement noise is the median |second / first − 1|. Three of the
@@ -172,7 +172,7 @@ def main() -> None:
     lines = [
         f"## Calibration on each machine ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/calibrate.py --db DB --truth {' '.join(args.truth)} "
+        f"`PYTHONPATH=. .venv/bin/python benchmarks/calibrate.py --db DB --truth {' '.join(args.truth)} "
         f"--budget-s {args.budget_s:g} --more-s {args.more_s:g} --source {source}` ({machine()}; "
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread; 36 pytorchcv networks at "
         "1×3×224×224 measured on that machine (the fastest run's `low_ms`), never calibrated on; the "
@@ -183,7 +183,8 @@ def main() -> None:
         "UTC every network weighted alike, one dense convolution a round, no layout kinds. From "
         "2026-12-07 11:00 UTC a machine like its host's measures kernel networks alone; before 14:45 UTC "
         "the configs refitted the factors at a fixed pull of 0.1, from then at the one cross-space "
-        "validation chooses.",
+        "validation chooses. From 2026-12-08 01:20 UTC a host whose fingerprint records no CPU "
+        "generation is not like any machine (`machine.unrecorded`).",
         "",
     ]
     for other in machines.values():

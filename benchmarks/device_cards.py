@@ -10,7 +10,8 @@ squares on [FLOPs, parameters].
 NB201 (27 settings): the shipped predictor (trained on the shipped 1,000 cells) on the other
 14,625 cells of ``--nb201``; same baselines.
 
-    .venv/bin/python benchmarks/device_cards.py --nb201 ../shared/data/nb201-latency/nb201_latency.csv
+    PYTHONPATH=. .venv/bin/python benchmarks/device_cards.py \\
+        --nb201 ../shared/data/nb201-latency/nb201_latency.csv
 
 Writes its cards into ``src/infercast/predictors/devices/data/cards.json`` (other cards stay) and
 records its result in RESULTS.md.
@@ -231,7 +232,7 @@ def main() -> None:
     lines = [
         f"## Device cards: shipped predictors for devices nobody here owns ({stamp()})",
         "",
-        "`.venv/bin/python benchmarks/device_cards.py "
+        "`PYTHONPATH=. .venv/bin/python benchmarks/device_cards.py "
         "--nb201 ../shared/data/nb201-latency/nb201_latency.csv` "
         f"({machine()}, {elapsed:.0f} s). usc-mobile: {FOLDS} folds grouped by architecture family "
         "(qed-usc/mobile-ml-benchmark, MIT; Li, Paolieri, Golubchik, EdgeSys '24); NB201: the shipped "

@@ -15,7 +15,7 @@ machines alone (where a host was measured on this one, as if it were not shipped
 
     infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-a \\
         --round-s 0.15 --min-rounds 5 --cap-s 4 --no-energy      # and again as real-b
-    .venv/bin/python benchmarks/host_adapt.py --db DB --real-a real-a --real-b real-b
+    PYTHONPATH=. .venv/bin/python benchmarks/host_adapt.py --db DB --real-a real-a --real-b real-b
 
 Records its result in RESULTS.md (``results.record``).
 """
@@ -133,7 +133,8 @@ def main() -> None:
         "",
         f"## Another machine of the host's kind: `{args.host}` adapted from k configs ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/host_adapt.py --db DB --real-a {args.real_a} --real-b {args.real_b} "
+        "`PYTHONPATH=. .venv/bin/python benchmarks/host_adapt.py "
+        f"--db DB --real-a {args.real_a} --real-b {args.real_b} "
         f"--host {args.host}` "
         f"({machine()}; {time.perf_counter() - started:.0f} s). ONNX Runtime CPU, 1 thread, on this "
         f"machine; k configs of carb-resnet and mobile-nas at 224² measured here (campaign "

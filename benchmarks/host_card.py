@@ -18,7 +18,7 @@ infercast is developed on), and the evidence for its route.
    ``--real-b``): ±10 %, median |error|, Spearman, 90 % coverage, per family; the baselines
    (latency ∝ FLOPs, log-log least squares on [FLOPs, params]) fitted on the same training configs.
 
-    .venv/bin/python benchmarks/host_card.py --db DB --real-a real-a --real-b real-b
+    PYTHONPATH=. .venv/bin/python benchmarks/host_card.py --db DB --real-a real-a --real-b real-b
 
 Merges the card into ``src/infercast/predictors/devices/data/cards.json``; records its result in RESULTS.md.
 """
@@ -316,7 +316,8 @@ def main() -> None:
         "",
         f"## Host CPU: the shipped `{name}` predictor ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/host_card.py --db DB --real-a {args.real_a} --real-b {args.real_b} "
+        "`PYTHONPATH=. .venv/bin/python benchmarks/host_card.py "
+        f"--db DB --real-a {args.real_a} --real-b {args.real_b} "
         f"--name {name}` "
         f"({machine()}; {time.perf_counter() - started:.0f} s). ONNX Runtime {host['onnxruntime']} CPU, "
         f"{settings}; trained on the shipped tables ({host['source']}; campaigns "

@@ -4,7 +4,7 @@ shipped memory model (``data/ort_cpu_memory.json``, fitted on design-space confi
 networks) never saw.
 
     infercast measure $(grep -v '^#' benchmarks/real_networks.txt) --db DB --campaign real-here-a
-    .venv/bin/python benchmarks/host_memory.py --db DB --truth real-here-a
+    PYTHONPATH=. .venv/bin/python benchmarks/host_memory.py --db DB --truth real-here-a
 
 Beside it: weights + the peak of live activations, input included (what a graph's features say), and
 weights + arena + input without the fitted rest (what the allocator's arithmetic alone says).
@@ -91,7 +91,8 @@ def main() -> None:
     lines = [
         f"## Peak memory on this CPU from the graph ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/host_memory.py --db DB --truth {args.truth}` ({machine()}; "
+        "`PYTHONPATH=. .venv/bin/python benchmarks/host_memory.py "
+        f"--db DB --truth {args.truth}` ({machine()}; "
         f"{time.monotonic() - started:.0f} s). ONNX Runtime CPU, 1 thread, blocked layout of {block} "
         f"channels; {len(measured)} pytorchcv networks at 1×3×224×224, the heap a session holds after "
         f"its runs, measured {peak.min() / MB:.0f}–{peak.max() / MB:.0f} MB on {described(here)}. The model: "

@@ -13,7 +13,8 @@
    one the tables came from is off by one factor for every network (issue 46); the error is also
    given after that single factor (the median ratio), which is what ``ood`` can speak to.
 
-    .venv/bin/python benchmarks/ood_separation.py [--db DB --campaign NAME --device epyc-2core/ort-cpu]
+    PYTHONPATH=. .venv/bin/python benchmarks/ood_separation.py \\
+        [--db DB --campaign NAME --device epyc-2core/ort-cpu]
 
 Records its result in RESULTS.md (``results.record``).
 """
@@ -151,7 +152,7 @@ def main() -> None:
     lines = [
         f"## `ood` separation ({stamp()})",
         "",
-        f"`.venv/bin/python benchmarks/ood_separation.py{options}` "
+        f"`PYTHONPATH=. .venv/bin/python benchmarks/ood_separation.py{options}` "
         f"({machine()}, {cpu_model()}). Networks never trained on; flagged vs unflagged median |error|.",
         "",
         "| networks | route | predictions | flagged | median error, flagged | median error, not flagged |",
