@@ -1,7 +1,8 @@
 """ONNX Runtime on the CPUs of the machines infercast is developed on — ``epyc-2core/ort-cpu``
 (an AMD EPYC with AVX2, no AVX-512), ``epyc-zen4-2core/ort-cpu`` (family 25 model 17, Zen 4,
-with AVX-512) and ``xeon-emr-2core/ort-cpu`` (an Intel Xeon of family 6 model 207, Emerald
-Rapids, with AVX-512) —: this project's own measurements, for any graph a user captures. Each host's rows
+with AVX-512), ``xeon-emr-2core/ort-cpu`` (an Intel Xeon of family 6 model 207, Emerald
+Rapids, with AVX-512) and ``epyc-zen3-2core/ort-cpu`` (family 25 model 1, Zen 3, AVX2 without
+AVX-512) —: this project's own measurements, for any graph a user captures. Each host's rows
 are kept under its name in the same tables, with its machine's fingerprint (``data/ort_cpu.json``).
 
 Data: design-space profiles (``carb-resnet``, ``mobile-nas``; end to end and per op) and a kernel
@@ -32,7 +33,9 @@ configs, the mean's span of the three intervals 98 %); for ``epyc-zen4-2core``, 
 op-wise route priced ONNX Runtime's layout copies and splits, the blend given the op-wise
 estimate (``combined``, shipped trained with the other two); for ``xeon-emr-2core`` the mean of
 the three again (worst held-out-space median 26.3 %; the op-wise route's 29.3 % came with
-intervals covering 30 % of the held-out ``mobile-nas`` configs). A graph any route finds
+intervals covering 30 % of the held-out ``mobile-nas`` configs); for ``epyc-zen3-2core`` the
+mean of the three (worst held-out-space median 23.7 %; Σ cost × work's 7.1 % came with intervals
+covering 77 % of the held-out ``mobile-nas`` configs). A graph any route finds
 unusual is ``ood``. Screening a design space for the host uses Σ cost × work alone: it is linear in
 features with a closed form for a million candidates.
 """
