@@ -197,10 +197,23 @@ def _features(names: list[str]) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
+def unrecorded(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
+    """The CPU generation, when one side's fingerprint records it and the other's does not, in
+    words (``there``: the CPU a predictor was measured on). A host recorded before fingerprints
+    held a generation cannot tell a machine like its own from another of the same vendor and
+    vector width, and such machines differ by a factor (docs/devices.md)."""
+    if _generation(here) and not _generation(there):
+        return [f"CPU {_generation(here)} here, not recorded there"]
+    if _generation(there) and not _generation(here):
+        return [f"CPU {_generation(there)} there, not recorded here"]
+    return []
+
+
 def differences(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
     """What differs between the CPU a predictor was measured on (``there``) and this one
-    (``here``), in words, over the facts both record: vendor, generation, instruction-set features
-    and caches of another size class. Empty when nothing known differs."""
+    (``here``), in words: vendor, generation, instruction-set features and caches of another size
+    class over the facts both record, and a generation only one side records (``unrecorded``):
+    no one can know such CPUs alike. Empty when nothing differs."""
     found: list[str] = []
     if there.get("vendor") and here.get("vendor") and there["vendor"] != here["vendor"]:
         found.append(f"CPU vendor {here['vendor']} here, {there['vendor']} there")
@@ -221,7 +234,7 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
             and max(there[key], here[key]) >= CACHE_RATIO * min(there[key], here[key])
         ):
             found.append(f"{label} {here[key]} KiB here, {there[key]} KiB there")
-    return found
+    return found + unrecorded(there, here)
 
 
 def library_version(library: str) -> str | None:

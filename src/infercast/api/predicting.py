@@ -293,8 +293,10 @@ def machine_warning(info: DeviceInfo) -> str | None:
         name for name in hosts.names() if not differences_here(hosts.hosts()[name].get("fingerprint", {}))
     ]
     instead = f"`--device {alike[0]}` (measured on a machine like this one) or " if alike else ""
+    known = [difference for difference in found if "not recorded" not in difference]
+    where = "another machine" if known else "a machine its fingerprint cannot tell from this one"
     return (
-        f"{info.name} was measured on another machine ({'; '.join(found)}): its latencies may be off "
+        f"{info.name} was measured on {where} ({'; '.join(found)}): its latencies may be off "
         f"by a factor here: {instead}`infercast calibrate`, then `--device local`, predicts for this machine"
     )
 
