@@ -59,6 +59,8 @@ WIDTH_FEATURES = ("avx2", "avx512f", "amx_tile", "asimd", "sve", "sve2")
 # a virtual machine is given a share of a cache, and that share varies between machines of one kind:
 # only a cache of another size class (twice or half) is named as a difference
 CACHE_RATIO = 2.0
+# how a fact only one side's fingerprint records is said (``unrecorded``)
+UNRECORDED = "not recorded"
 _UNITS_KIB = {"": 1 / 1024, "b": 1 / 1024, "k": 1, "kb": 1, "kib": 1, "m": 1024, "mb": 1024, "mib": 1024}
 _UNITS_KIB |= {"g": 1024**2, "gb": 1024**2, "gib": 1024**2}
 
@@ -203,9 +205,9 @@ def unrecorded(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
     held a generation cannot tell a machine like its own from another of the same vendor and
     vector width, and such machines differ by a factor (docs/devices.md)."""
     if _generation(here) and not _generation(there):
-        return [f"CPU {_generation(here)} here, not recorded there"]
+        return [f"CPU {_generation(here)} here, {UNRECORDED} there"]
     if _generation(there) and not _generation(here):
-        return [f"CPU {_generation(there)} there, not recorded here"]
+        return [f"CPU {_generation(there)} there, {UNRECORDED} here"]
     return []
 
 

@@ -281,7 +281,7 @@ def machine_warning(info: DeviceInfo) -> str | None:
     decides kernel speed (``machine.differences_here``): its figures may be off by a factor here."""
     if not info.fingerprint:
         return None
-    from infercast.machine import differences_here
+    from infercast.machine import UNRECORDED, differences_here
 
     found = differences_here(info.fingerprint)
     if not found:
@@ -293,7 +293,7 @@ def machine_warning(info: DeviceInfo) -> str | None:
         name for name in hosts.names() if not differences_here(hosts.hosts()[name].get("fingerprint", {}))
     ]
     instead = f"`--device {alike[0]}` (measured on a machine like this one) or " if alike else ""
-    known = [difference for difference in found if "not recorded" not in difference]
+    known = [difference for difference in found if UNRECORDED not in difference]
     where = "another machine" if known else "a machine its fingerprint cannot tell from this one"
     return (
         f"{info.name} was measured on {where} ({'; '.join(found)}): its latencies may be off "
